@@ -1,0 +1,31 @@
+#pragma once
+// The oneTBB CPU backend: host memory, synchronous execution, kernels parallel over cores.
+#include <functional>
+
+#include "tessera/backend/backend.h"
+#include "tessera/tensor.h"
+
+namespace tessera::cpu {
+
+/** Elements below which kernels stay on the calling thread (TBB's overhead dominates). */
+inline constexpr int64_t kParallelGrain = 32768;
+
+/**
+ * Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the TBB pool when there
+ * is more than one chunk. Chunk boundaries never affect results in Tessera's kernels.
+ */
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+/** Kernel registration, one function per family (each in its own translation unit). */
+void register_elementwise(KernelTable& table);
+void register_copy_fill(KernelTable& table);
+void register_reductions(KernelTable& table);
+void register_softmax(KernelTable& table);
+void register_linalg(KernelTable& table);
+void register_indexing(KernelTable& table);
+void register_random(KernelTable& table);
+
+/** The SIMD path the kernels were compiled for ("avx2+fma" or "generic"). */
+const char* simd_path();
+
+}  // namespace tessera::cpu

@@ -1,0 +1,182 @@
+// Packed, cache-blocked GEMM in the style of BLIS/GotoBLAS:
+//   for each KC-deep slab of K:  pack B (KC x N) into NR-wide panels, pack A (M x KC) into
+//   MR-tall panels, then run the MR x NR register-tiled micro-kernel over all (MR, NR) tiles,
+//   parallel over tiles. The epilogue (bias + activation) runs on a tile right after its last
+//   slab, while the tile is still in cache.
+#include "gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include "cpu_backend.h"
+
+namespace tessera::cpu {
+namespace {
+
+constexpr int64_t kMR = 6;     // micro-tile rows (broadcast A)
+constexpr int64_t kNR = 16;    // micro-tile columns (two 8-wide vectors of B)
+constexpr int64_t kKC = 256;   // depth of a slab: an A panel (6 x 256) + B panel (256 x 16) fit L1/L2
+constexpr int64_t kMC = 96;    // rows per task: a 96 x 256 A block is 96 KiB (L2)
+constexpr int64_t kNCols = 128;  // columns per task (8 panels)
+
+float load(const void* base, DType dt, int64_t index) {
+  switch (dt) {
+    case DType::f16: return static_cast<float>(static_cast<const Half*>(base)[index]);
+    case DType::bf16: return static_cast<float>(static_cast<const BFloat16*>(base)[index]);
+    default: return static_cast<const float*>(base)[index];
+  }
+}
+
+// A[i0:i0+mc, p0:p0+kc] -> panels of kMR rows: panel[k * kMR + r], zero-padded.
+void pack_a(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  for (int64_t ip = 0; ip < mc; ip += kMR) {
+    const int64_t rows = std::min(kMR, mc - ip);
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int64_t r = 0; r < kMR; ++r) {
+        dst[k * kMR + r] = r < rows ? load(a.data, a.dtype, (i0 + ip + r) * a.row_stride + (p0 + k) * a.col_stride) : 0.0f;
+      }
+    }
+    dst += kc * kMR;
+  }
+}
+
+// B[p0:p0+kc, j0:j0+nc] -> panels of kNR columns: panel[k * kNR + c], zero-padded.
+void pack_b(const GemmOperand& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  for (int64_t jp = 0; jp < nc; jp += kNR) {
+    const int64_t cols = std::min(kNR, nc - jp);
+    float* panel = dst + (jp / kNR) * kc * kNR;
+    for (int64_t k = 0; k < kc; ++k) {
+      const int64_t row = (p0 + k) * b.row_stride;
+      if (b.dtype == DType::f32 && b.col_stride == 1 && cols == kNR) {
+        std::memcpy(panel + k * kNR, static_cast<const float*>(b.data) + row + j0 + jp, kNR * sizeof(float));
+        continue;
+      }
+      for (int64_t c = 0; c < kNR; ++c) {
+        panel[k * kNR + c] = c < cols ? load(b.data, b.dtype, row + (j0 + jp + c) * b.col_stride) : 0.0f;
+      }
+    }
+  }
+}
+
+// c[kMR x kNR] (row stride ldc) = (accumulate ? c : 0) + a_panel . b_panel
+#if defined(__AVX2__) && defined(__FMA__)
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  __m256 acc[kMR][2];
+  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * kNR);
+    const __m256 b1 = _mm256_loadu_ps(b + k * kNR + 8);
+    for (int r = 0; r < kMR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + k * kMR + r);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < kMR; ++r) {
+    float* row = c + r * ldc;
+    if (accumulate) {
+      acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_loadu_ps(row));
+      acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_loadu_ps(row + 8));
+    }
+    _mm256_storeu_ps(row, acc[r][0]);
+    _mm256_storeu_ps(row + 8, acc[r][1]);
+  }
+}
+#else
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  float acc[kMR][kNR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int r = 0; r < kMR; ++r) {
+      const float av = a[k * kMR + r];
+      for (int j = 0; j < kNR; ++j) acc[r][j] += av * b[k * kNR + j];
+    }
+  }
+  for (int r = 0; r < kMR; ++r) {
+    for (int j = 0; j < kNR; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + acc[r][j];
+  }
+}
+#endif
+
+void epilogue_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0, const GemmEpilogue& e) {
+  if (!e.bias && e.activation == Activation::none) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    for (int64_t j = 0; j < cols; ++j) {
+      float v = row[j];
+      if (e.bias) v += load(e.bias, e.bias_dtype, j0 + j);
+      row[j] = kernels::apply_activation(e.activation, v);
+    }
+  }
+}
+}  // namespace
+
+void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc,
+           const GemmEpilogue& epilogue, bool parallel) {
+  if (m <= 0 || n <= 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    epilogue_tile(c, ldc, m, n, 0, epilogue);
+    return;
+  }
+  const int64_t m_pad = (m + kMR - 1) / kMR * kMR, n_pad = (n + kNR - 1) / kNR * kNR;
+  // Thread-local scratch: reused across calls so steady-state GEMMs do not allocate.
+  thread_local std::vector<float> packed_a, packed_b;
+  const int64_t kc_max = std::min(k, kKC);
+  packed_a.resize(static_cast<size_t>(m_pad * kc_max));
+  packed_b.resize(static_cast<size_t>(n_pad * kc_max));
+  float* pa = packed_a.data();
+  float* pb = packed_b.data();
+  const int64_t row_blocks = (m + kMC - 1) / kMC, col_blocks = (n + kNCols - 1) / kNCols;
+  const int64_t work_grain = parallel ? 1 : row_blocks * col_blocks + 1;
+  const int64_t pack_grain = parallel ? 1 : (1 << 30);
+
+  for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+    const int64_t kc = std::min(kKC, k - p0);
+    const bool first = p0 == 0, last = p0 + kc == k;
+    parallel_for((n + kNCols - 1) / kNCols, pack_grain, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t j0 = blk * kNCols;
+        pack_b(b, p0, kc, j0, std::min(kNCols, n - j0), pb + j0 * kc);
+      }
+    });
+    parallel_for(row_blocks, pack_grain, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t i0 = blk * kMC;
+        pack_a(a, i0, std::min(kMC, m - i0), p0, kc, pa + i0 * kc);
+      }
+    });
+    parallel_for(row_blocks * col_blocks, work_grain, [&](int64_t t0, int64_t t1) {
+      float edge[kMR * kNR];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t i0 = (t / col_blocks) * kMC, j0 = (t % col_blocks) * kNCols;
+        const int64_t i1 = std::min(m, i0 + kMC), j1 = std::min(n, j0 + kNCols);
+        for (int64_t j = j0; j < j1; j += kNR) {
+          const float* bp = pb + j * kc;
+          const int64_t cols = std::min(kNR, n - j);
+          for (int64_t i = i0; i < i1; i += kMR) {
+            const float* ap = pa + i * kc;
+            const int64_t rows = std::min(kMR, m - i);
+            float* ct = c + i * ldc + j;
+            if (rows == kMR && cols == kNR) {
+              micro_kernel(kc, ap, bp, ct, ldc, !first);
+            } else {  // edge tile: compute into a full scratch tile, copy the valid part
+              for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t q = 0; q < cols; ++q) edge[r * kNR + q] = first ? 0.0f : ct[r * ldc + q];
+              }
+              micro_kernel(kc, ap, bp, edge, kNR, true);
+              for (int64_t r = 0; r < rows; ++r) std::memcpy(ct + r * ldc, edge + r * kNR, static_cast<size_t>(cols) * sizeof(float));
+            }
+            if (last) epilogue_tile(ct, ldc, rows, cols, j, epilogue);
+          }
+        }
+      }
+    });
+  }
+}
+
+}  // namespace tessera::cpu

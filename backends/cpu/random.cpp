@@ -1,0 +1,100 @@
+// Philox-based random kernels. Element i of a draw uses word i % 4 of the Philox block i / 4
+// (see core/kernels/philox.h), so results do not depend on how the work is split.
+#include <cmath>
+
+#include "../common/dtype_dispatch.h"
+#include "cpu_backend.h"
+#include "tessera/kernels/convert.h"
+#include "tessera/kernels/philox.h"
+
+namespace tessera::cpu {
+namespace {
+
+// Runs f(block_words, first_element, count) over contiguous output blocks of 4 elements.
+template <class F> void for_blocks(const Tensor& out, const OpAttrs& a, F&& f) {
+  const int64_t n = out.numel();
+  const int64_t blocks = (n + 3) / 4;
+  parallel_for(blocks, kParallelGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const kernels::Philox4 w = kernels::philox_block(a.seed, a.offset, static_cast<uint64_t>(blk));
+      f(w, blk * 4, std::min<int64_t>(4, n - blk * 4));
+    }
+  });
+}
+
+void uniform_kernel(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  const double lo = c.attrs.scalar, span = c.attrs.scalar2 - c.attrs.scalar;
+  backend_common::dispatch_float(out.dtype(), "rand", [&]<class T>() {
+    T* o = static_cast<T*>(out.data_ptr());
+    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
+      for (int64_t j = 0; j < count; ++j) {
+        using C = compute_t<T>;
+        const C u = static_cast<C>(kernels::uniform_from_bits(w.v[j]));
+        C v = static_cast<C>(lo) + static_cast<C>(span) * u;
+        if (v >= static_cast<C>(c.attrs.scalar2) && span > 0) v = static_cast<C>(lo);  // rounding could reach high
+        o[first + j] = static_cast<T>(v);
+      }
+    });
+  });
+}
+
+void normal_kernel(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  const float mean = static_cast<float>(c.attrs.scalar), stddev = static_cast<float>(c.attrs.scalar2);
+  backend_common::dispatch_float(out.dtype(), "randn", [&]<class T>() {
+    T* o = static_cast<T*>(out.data_ptr());
+    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
+      // Box-Muller on word pairs (0,1) and (2,3): each pair gives a cos and a sin sample.
+      for (int64_t j = 0; j < count; ++j) {
+        const int pair = static_cast<int>(j) & ~1;
+        const float u1 = 1.0f - kernels::uniform_from_bits(w.v[pair]);  // (0, 1]: log is finite
+        const float u2 = kernels::uniform_from_bits(w.v[pair + 1]);
+        const float r = std::sqrt(-2.0f * std::log(u1));
+        const float angle = 6.283185307179586f * u2;
+        const float z = (j & 1) ? r * std::sin(angle) : r * std::cos(angle);
+        o[first + j] = static_cast<T>(mean + stddev * z);
+      }
+    });
+  });
+}
+
+void randint_kernel(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  const auto lo = static_cast<int64_t>(c.attrs.scalar);
+  const auto range = static_cast<uint64_t>(static_cast<int64_t>(c.attrs.scalar2) - lo);
+  backend_common::dispatch_numeric(out.dtype(), "randint", [&]<class T>() {
+    T* o = static_cast<T*>(out.data_ptr());
+    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
+      for (int64_t j = 0; j < count; ++j) {
+        // 64 bits (this word and its neighbour's) keep the modulo bias below range / 2^64.
+        const uint64_t bits = (static_cast<uint64_t>(w.v[j]) << 32) | w.v[(j + 1) & 3];
+        const int64_t v = lo + static_cast<int64_t>(bits % range);
+        o[first + j] = kernels::convert<T, int64_t>(v);
+      }
+    });
+  });
+}
+
+void bernoulli_kernel(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  const float p = static_cast<float>(c.attrs.scalar);
+  backend_common::dispatch_all(out.dtype(), "bernoulli", [&]<class T>() {
+    T* o = static_cast<T*>(out.data_ptr());
+    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
+      for (int64_t j = 0; j < count; ++j) {
+        o[first + j] = kernels::convert<T, int>(kernels::uniform_from_bits(w.v[j]) < p ? 1 : 0);
+      }
+    });
+  });
+}
+}  // namespace
+
+void register_random(KernelTable& table) {
+  table[OpId::RandUniform] = &uniform_kernel;
+  table[OpId::RandNormal] = &normal_kernel;
+  table[OpId::RandInt] = &randint_kernel;
+  table[OpId::Bernoulli] = &bernoulli_kernel;
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,145 @@
+// Registers the CPU backend: allocator, device facts, and the kernel table.
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+#include <tbb/parallel_for.h>
+#include <tbb/version.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cpu_backend.h"
+#include "tessera/backend/registry.h"
+#include "tessera/runtime.h"
+
+namespace tessera {
+namespace cpu {
+namespace {
+
+class HostMemory final : public RawAllocator {
+ public:
+  void* raw_alloc(size_t nbytes) override { return std::aligned_alloc(64, (nbytes + 63) / 64 * 64); }
+  void raw_free(void* ptr) override { std::free(ptr); }
+  bool host_accessible() const override { return true; }
+};
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string cpu_features() {
+  std::string f;
+  auto add = [&f](bool on, const char* name) {
+    if (on) f += (f.empty() ? "" : " ") + std::string(name);
+  };
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  add(__builtin_cpu_supports("sse4.2"), "sse4.2");
+  add(__builtin_cpu_supports("avx"), "avx");
+  add(__builtin_cpu_supports("avx2"), "avx2");
+  add(__builtin_cpu_supports("fma"), "fma");
+  add(__builtin_cpu_supports("avx512f"), "avx512f");
+#elif defined(__aarch64__)
+  add(true, "neon");
+#endif
+  return f.empty() ? "none detected" : f;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() : allocator_("cpu:0", memory_) {
+    if (const char* g = std::getenv("TESSERA_ALLOC_GUARD"); g && std::strcmp(g, "0") != 0) allocator_.set_guards(true);
+    register_elementwise(kernels_);
+    register_copy_fill(kernels_);
+    register_reductions(kernels_);
+    register_softmax(kernels_);
+    register_linalg(kernels_);
+    register_indexing(kernels_);
+    register_random(kernels_);
+  }
+  const char* name() const override { return "cpu"; }
+  DeviceType device_type() const override { return DeviceType::cpu; }
+  int device_count() const override { return 1; }
+  DeviceInfo device_info(int) const override {
+    DeviceInfo info;
+    info.name = cpu_model_name();
+    info.total_memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    info.compute_units = tbb::info::default_concurrency();
+    info.properties = {{"simd (cpu)", cpu_features()},
+                       {"simd (kernels)", simd_path()},
+                       {"threads", std::to_string(num_threads())}};
+    return info;
+  }
+  std::vector<std::pair<std::string, std::string>> build_info() const override {
+    return {{"oneTBB", std::to_string(TBB_VERSION_MAJOR) + "." + std::to_string(TBB_VERSION_MINOR)},
+            {"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"}};
+  }
+  CachingAllocator& allocator(int) override { return allocator_; }
+  bool host_accessible() const override { return true; }
+  void copy_from_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
+  void copy_on_device(void* dst, int, const void* src, int, size_t n) override { std::memcpy(dst, src, n); }
+  void synchronize(int) override {}
+
+ private:
+  HostMemory memory_;
+  CachingAllocator allocator_;
+};
+
+std::mutex g_threads_mutex;
+std::unique_ptr<tbb::global_control> g_thread_limit;
+int g_threads = 0;
+
+}  // namespace
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  if (n <= grain || num_threads() == 1) {
+    fn(0, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
+const char* simd_path() {
+#if defined(__AVX2__) && defined(__FMA__)
+  return "avx2+fma";
+#else
+  return "generic";
+#endif
+}
+
+}  // namespace cpu
+
+void register_cpu_backend() { register_backend(std::make_unique<cpu::CpuBackend>()); }
+
+void set_num_threads(int threads) {
+  TESSERA_CHECK(threads >= 0, "set_num_threads", "threads must be >= 0, got ", threads);
+  std::lock_guard lock(cpu::g_threads_mutex);
+  cpu::g_thread_limit.reset();
+  if (threads > 0) {
+    cpu::g_thread_limit =
+        std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
+  }
+  cpu::g_threads = threads;
+}
+
+int num_threads() {
+  return static_cast<int>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+}
+
+}  // namespace tessera

@@ -1,0 +1,43 @@
+// softmax / log_softmax along one axis: max, then sum of exp(x - max), per line.
+#include <cmath>
+
+#include "../common/dtype_dispatch.h"
+#include "line_plan.h"
+#include "tessera/kernels/math.h"
+
+namespace tessera::cpu {
+namespace {
+
+template <bool kLog> void softmax_kernel(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  backend_common::dispatch_float(x.dtype(), op_name(c.op).data(), [&]<class T>() {
+    using C = compute_t<T>;
+    const LinePlan lp = make_line_plan(x, c.outputs[0], c.attrs.axis);
+    parallel_lines(lp, [&](char* out, const char* in) {
+      auto at = [&](int64_t i) { return static_cast<C>(*reinterpret_cast<const T*>(in + i * lp.in_step)); };
+      C mx = -INFINITY;
+      for (int64_t i = 0; i < lp.length; ++i) mx = std::max(mx, at(i));  // NaN handled by the sum below
+      // An all -inf line would give (-inf) - (-inf) = NaN; shifting by 0 gives exp(-inf) = 0.
+      if (!std::isfinite(mx)) mx = std::isnan(mx) ? mx : C(0);
+      double sum = 0;
+      for (int64_t i = 0; i < lp.length; ++i) sum += static_cast<double>(kmath::exp(at(i) - mx));
+      if constexpr (kLog) {
+        const C shift = mx + static_cast<C>(std::log(sum));
+        for (int64_t i = 0; i < lp.length; ++i) *reinterpret_cast<T*>(out + i * lp.out_step) = static_cast<T>(at(i) - shift);
+      } else {
+        const C inv = static_cast<C>(1.0 / sum);
+        for (int64_t i = 0; i < lp.length; ++i) {
+          *reinterpret_cast<T*>(out + i * lp.out_step) = static_cast<T>(kmath::exp(at(i) - mx) * inv);
+        }
+      }
+    });
+  });
+}
+}  // namespace
+
+void register_softmax(KernelTable& table) {
+  table[OpId::Softmax] = &softmax_kernel<false>;
+  table[OpId::LogSoftmax] = &softmax_kernel<true>;
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,85 @@
+#pragma once
+// The caching allocator every backend allocates through. It keeps freed blocks in size
+// buckets for reuse (device mallocs and large host mallocs are slow and fault pages in),
+// keeps statistics, enforces an optional limit, and can surround blocks with guard bytes
+// that are verified when a block is freed (catches kernels writing past their output).
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace tessera {
+
+/** Counters of one allocator (all byte counts are of user-visible, bucket-rounded sizes). */
+struct AllocatorStats {
+  int64_t in_use_bytes = 0;       ///< handed out and not yet freed
+  int64_t reserved_bytes = 0;     ///< obtained from the raw allocator (in use + cached)
+  int64_t peak_in_use_bytes = 0;  ///< high-water mark of in_use_bytes since reset_peak()
+  int64_t allocation_count = 0;   ///< allocate() calls
+  int64_t cache_hits = 0;         ///< allocate() calls served from the cache
+  int64_t raw_allocations = 0;    ///< calls into the raw allocator
+  int64_t guard_violations = 0;   ///< freed blocks whose guard bytes had been overwritten
+  int64_t limit_bytes = 0;        ///< 0 = no limit
+};
+
+/** The raw memory source under a CachingAllocator (malloc, cudaMalloc, hipMalloc, ...). */
+class RawAllocator {
+ public:
+  virtual ~RawAllocator() = default;
+  /** Returns nullptr when out of memory (does not throw). */
+  virtual void* raw_alloc(size_t nbytes) = 0;
+  virtual void raw_free(void* ptr) = 0;
+  /** True when the host may read and write the memory directly (needed for guard bytes). */
+  virtual bool host_accessible() const = 0;
+};
+
+class CachingAllocator {
+ public:
+  /** `name` appears in error messages ("cpu:0"). The raw allocator must outlive this. */
+  CachingAllocator(std::string name, RawAllocator& raw);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  /**
+   * Returns at least `nbytes` bytes aligned to 64. Zero bytes gives a valid unique pointer.
+   * Throws tessera::OutOfMemory (with the stats) when the limit or the device is exhausted
+   * even after releasing cached blocks.
+   */
+  void* allocate(size_t nbytes);
+  /** Returns a block to the cache. Unknown pointers are ignored with a counted violation. */
+  void deallocate(void* ptr);
+  /** Releases every cached (free) block to the raw allocator. */
+  void empty_cache();
+  AllocatorStats stats() const;
+  void reset_peak();
+  /** Caps reserved bytes; 0 removes the cap. */
+  void set_limit(int64_t bytes);
+  /** Enables guard bytes around new blocks (host-accessible memory only). */
+  void set_guards(bool on);
+  bool guards() const { return guards_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Block {
+    void* base;        // what the raw allocator returned
+    size_t bucket;     // usable bytes of the block
+    size_t requested;  // bytes the caller asked for (guards cover the rest)
+    bool guarded;
+  };
+  static size_t bucket_size(size_t nbytes);
+  void release_cache_locked();
+  void check_guards_locked(const Block& b, const char* user);
+
+  std::string name_;
+  RawAllocator& raw_;
+  mutable std::mutex mutex_;
+  std::multimap<size_t, Block> free_blocks_;        // by bucket size
+  std::unordered_map<void*, Block> live_blocks_;    // by user pointer
+  AllocatorStats stats_;
+  bool guards_ = false;
+};
+
+}  // namespace tessera

@@ -1,0 +1,80 @@
+#pragma once
+// The backend SPI. A backend is one folder under backends/ whose register.cpp creates a
+// Backend subclass, fills its kernel table and hands it to the registry. Methods marked
+// (optional) have working defaults for synchronous, host-memory backends.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/backend/allocator.h"
+#include "tessera/backend/kernel.h"
+#include "tessera/device.h"
+
+namespace tessera {
+
+/** Static facts about one device, for `tessera info` and the benchmarks. */
+struct DeviceInfo {
+  std::string name;            ///< "AMD Ryzen 7 5800X", "NVIDIA H100", ...
+  int64_t total_memory = 0;    ///< bytes
+  int compute_units = 0;       ///< cores / SMs / CUs
+  std::vector<std::pair<std::string, std::string>> properties;  ///< extra key/value facts
+};
+
+/** An ordered queue of work on one device. */
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual Device device() const = 0;
+  /** Blocks until all work queued so far has finished. */
+  virtual void synchronize() = 0;
+};
+
+/** A marker in a stream; used for timing and cross-stream waits. */
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record(Stream& stream) = 0;
+  virtual void synchronize() = 0;
+  /** Milliseconds between `start` (recorded earlier) and this event. */
+  virtual double elapsed_ms(const Event& start) const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /** Short name used in messages and on the CLI: "cpu", "cuda", ... */
+  virtual const char* name() const = 0;
+  virtual DeviceType device_type() const = 0;
+  /** Devices usable now (0 when compiled in but no device/driver is present). */
+  virtual int device_count() const = 0;
+  /** Why device_count() is 0 (empty when devices exist). */
+  virtual std::string unavailable_reason() const { return {}; }
+  virtual DeviceInfo device_info(int index) const = 0;
+  /** Free-form build facts: compiled targets, library versions, ISA. */
+  virtual std::vector<std::pair<std::string, std::string>> build_info() const { return {}; }
+
+  virtual CachingAllocator& allocator(int index) = 0;
+  /** True when tensors of this backend live in host-addressable memory. */
+  virtual bool host_accessible() const = 0;
+
+  virtual void copy_from_host(void* dst, const void* src, size_t nbytes, int device) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t nbytes, int device) = 0;
+  virtual void copy_on_device(void* dst, int dst_device, const void* src, int src_device, size_t nbytes) = 0;
+
+  /** Waits for all work on `device`. */
+  virtual void synchronize(int device) = 0;
+  /** (optional) A new stream; the default runs everything synchronously. */
+  virtual std::unique_ptr<Stream> new_stream(int device);
+  /** (optional) A new event; the default records host time. */
+  virtual std::unique_ptr<Event> new_event(int device);
+
+  const KernelTable& kernels() const { return kernels_; }
+
+ protected:
+  KernelTable kernels_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,36 @@
+#pragma once
+// The backend registry: one backend per DeviceType. Built-in backends (those CMake compiled
+// in) register themselves on first use; tests and plugins may add more with register_backend.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/backend/backend.h"
+
+namespace tessera {
+
+/** The backend for `type`; throws tessera::Error naming the type when none is compiled in. */
+Backend& backend_for(DeviceType type);
+/** The backend for `type`, or nullptr. */
+Backend* find_backend(DeviceType type);
+/** Every registered backend, in DeviceType order. */
+std::vector<Backend*> registered_backends();
+/** Adds a backend; throws if its device type is already taken. */
+void register_backend(std::unique_ptr<Backend> backend);
+/** Removes the backend of `type` (tests only; tensors on it must be gone). */
+void unregister_backend(DeviceType type);
+
+/**
+ * Checks that `device` exists and returns its backend; throws
+ * "<op>: device cuda:1 is not available (...)" otherwise.
+ */
+Backend& backend_for_device(Device device, const char* op);
+
+/** Backends the build knows about but did not compile, with the reason (for `tessera info`). */
+struct MissingBackend {
+  std::string name;
+  std::string reason;
+};
+std::vector<MissingBackend> missing_backends();
+
+}  // namespace tessera

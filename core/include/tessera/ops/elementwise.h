@@ -1,0 +1,96 @@
+#pragma once
+// Elementwise ops. All accept any strides and broadcast NumPy-style; f16/bf16 compute in f32.
+// Float-only ops (exp, log, ...) turn integer inputs into float32, like PyTorch.
+// Errors name the op: "add: shapes [2, 3] and [4, 3] cannot be broadcast".
+#include "tessera/scalar.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+// ---- unary ----
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+/** -1, 0 or 1 (NaN stays NaN). */
+Tensor sign(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+/** Rounds half to even. */
+Tensor round(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+/** GELU; `tanh_approximation` selects the tanh form instead of the exact erf form. */
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor silu(const Tensor& x);
+/** log(1 + exp(x)), computed without overflow. */
+Tensor softplus(const Tensor& x);
+Tensor erf(const Tensor& x);
+
+// ---- binary (tensor or scalar operands) ----
+#define TESSERA_DECLARE_BINARY(name)                \
+  Tensor name(const Tensor& a, const Tensor& b);    \
+  Tensor name(const Tensor& a, Scalar b);           \
+  Tensor name(Scalar a, const Tensor& b);
+TESSERA_DECLARE_BINARY(add)
+TESSERA_DECLARE_BINARY(sub)
+TESSERA_DECLARE_BINARY(mul)
+/** True division: integer operands give float32. */
+TESSERA_DECLARE_BINARY(div)
+TESSERA_DECLARE_BINARY(pow)
+/** Elementwise max/min; NaN propagates. */
+TESSERA_DECLARE_BINARY(maximum)
+TESSERA_DECLARE_BINARY(minimum)
+// Comparisons give bool.
+TESSERA_DECLARE_BINARY(eq)
+TESSERA_DECLARE_BINARY(ne)
+TESSERA_DECLARE_BINARY(lt)
+TESSERA_DECLARE_BINARY(le)
+TESSERA_DECLARE_BINARY(gt)
+TESSERA_DECLARE_BINARY(ge)
+// Logical ops treat nonzero as true and give bool.
+TESSERA_DECLARE_BINARY(logical_and)
+TESSERA_DECLARE_BINARY(logical_or)
+TESSERA_DECLARE_BINARY(logical_xor)
+#undef TESSERA_DECLARE_BINARY
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+// ---- others ----
+/** cond ? a : b, all three broadcast; `cond` must be bool. */
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+/** min(max(x, lo), hi); NaN in x propagates. */
+Tensor clamp(const Tensor& x, Scalar lo, Scalar hi);
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
+/** a + w * (b - a). */
+Tensor lerp(const Tensor& a, const Tensor& b, Scalar w);
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w);
+/** Converts to `dtype` (a copy even when the dtype matches). */
+Tensor cast(const Tensor& x, DType dtype);
+/** True where x is NaN. */
+Tensor isnan(const Tensor& x);
+
+}  // namespace tessera

@@ -1,0 +1,21 @@
+#pragma once
+// Matrix products. Transposed or otherwise strided operands are read in place (no copies).
+#include "tessera/kernels/activation.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+/**
+ * torch.matmul semantics: 1-D x 1-D is a dot product, 2-D x 2-D a matrix product, a 1-D
+ * operand is promoted to a matrix and the added axis removed, and leading batch axes
+ * broadcast. Operands must share a dtype. Throws "matmul: inner dimensions differ: ...".
+ */
+Tensor matmul(const Tensor& a, const Tensor& b);
+/**
+ * y = activation(x @ weight^T + bias) with the bias and activation fused into the GEMM
+ * epilogue. x: [..., in], weight: [out, in], bias: [out] or undefined.
+ */
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Activation activation = Activation::none);
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+#pragma once
+// Reductions. `axes` empty means "all axes". Results are deterministic for a given shape
+// whatever the thread count (fixed-split trees). Integer/bool sums and prods give int64.
+#include <optional>
+#include <vector>
+
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+using Axes = std::vector<int64_t>;
+
+Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/** Float inputs only (like PyTorch); the mean of an empty set is NaN. */
+Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/** Throws on an empty reduction. NaN propagates. */
+Tensor amax(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/** Index (int64) of the first max along `axis`; over the flattened tensor when axis is none. */
+Tensor argmax(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
+/** Variance with Bessel-style `correction` (1 = sample variance). */
+Tensor var(const Tensor& x, const Axes& axes = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Axes& axes = {}, int64_t correction = 1, bool keepdim = false);
+/** log(sum(exp(x))) computed stably; all -inf gives -inf. */
+Tensor logsumexp(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/** p-norm for p = 1, 2 or infinity (pass INFINITY). */
+Tensor norm(const Tensor& x, double p = 2.0, const Axes& axes = {}, bool keepdim = false);
+/** Bool results. */
+Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/** Running sum along `axis` (integers accumulate in int64). */
+Tensor cumsum(const Tensor& x, int64_t axis);
+/** Numerically stable softmax along `axis`. */
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+
+}  // namespace tessera

@@ -1,0 +1,15 @@
+#pragma once
+// Umbrella header: the whole public tensor API.
+#include "tessera/backend/registry.h"
+#include "tessera/device.h"
+#include "tessera/dtype.h"
+#include "tessera/error.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/indexing.h"
+#include "tessera/ops/linalg.h"
+#include "tessera/ops/reduction.h"
+#include "tessera/ops/shape_ops.h"
+#include "tessera/random.h"
+#include "tessera/runtime.h"
+#include "tessera/tensor.h"

@@ -1,0 +1,42 @@
+#pragma once
+// Scalar math overloads usable from host and device code. Only float and double are
+// meaningful here: the 16-bit types are computed in float (see compute_t in half.h).
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "macros.h"
+
+namespace tessera::kmath {
+
+#define TESSERA_KMATH_FN(name, ffn, dfn)                          \
+  TESSERA_HD_INLINE float name(float x) { return ::ffn(x); }    \
+  TESSERA_HD_INLINE double name(double x) { return ::dfn(x); }
+
+TESSERA_KMATH_FN(exp, expf, exp)
+TESSERA_KMATH_FN(expm1, expm1f, expm1)
+TESSERA_KMATH_FN(log, logf, log)
+TESSERA_KMATH_FN(log1p, log1pf, log1p)
+TESSERA_KMATH_FN(sqrt, sqrtf, sqrt)
+TESSERA_KMATH_FN(sin, sinf, sin)
+TESSERA_KMATH_FN(cos, cosf, cos)
+TESSERA_KMATH_FN(tanh, tanhf, tanh)
+TESSERA_KMATH_FN(erf, erff, erf)
+TESSERA_KMATH_FN(floor, floorf, floor)
+TESSERA_KMATH_FN(ceil, ceilf, ceil)
+TESSERA_KMATH_FN(nearbyint, nearbyintf, nearbyint)
+TESSERA_KMATH_FN(fabs, fabsf, fabs)
+#undef TESSERA_KMATH_FN
+
+TESSERA_HD_INLINE float pow(float a, float b) { return ::powf(a, b); }
+TESSERA_HD_INLINE double pow(double a, double b) { return ::pow(a, b); }
+
+template <class T> TESSERA_HD_INLINE bool isnan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
+
+}  // namespace tessera::kmath

@@ -1,0 +1,148 @@
+#include "tessera/backend/allocator.h"
+
+#include <cstring>
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+namespace {
+constexpr size_t kAlignment = 64;
+constexpr size_t kRedzone = 64;  // guard bytes before the block (a multiple of kAlignment)
+constexpr unsigned char kGuardByte = 0xAB;
+constexpr size_t kSmallLimit = size_t{1} << 20;
+
+std::string stats_text(const AllocatorStats& s) {
+  return detail::concat("in use ", s.in_use_bytes, " B, reserved ", s.reserved_bytes, " B, peak ",
+                        s.peak_in_use_bytes, " B, limit ", s.limit_bytes ? std::to_string(s.limit_bytes) : "none");
+}
+}  // namespace
+
+CachingAllocator::CachingAllocator(std::string name, RawAllocator& raw) : name_(std::move(name)), raw_(raw) {}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard lock(mutex_);
+  release_cache_locked();
+  // Live blocks at exit belong to tensors that outlive the allocator (static tensors);
+  // leave them alone rather than free memory still referenced.
+}
+
+// Small requests round to 512 B, large ones to 1 MiB, so freed blocks fit later requests of
+// similar size (the common case: the same shapes every training step).
+size_t CachingAllocator::bucket_size(size_t nbytes) {
+  if (nbytes == 0) nbytes = 1;
+  const size_t unit = nbytes < kSmallLimit ? 512 : kSmallLimit;
+  return (nbytes + unit - 1) / unit * unit;
+}
+
+void* CachingAllocator::allocate(size_t nbytes) {
+  const size_t bucket = bucket_size(nbytes);
+  std::lock_guard lock(mutex_);
+  ++stats_.allocation_count;
+  Block block{};
+  bool found = false;
+  // Reuse a cached block of the same guard mode, no more than twice the size we need.
+  for (auto it = free_blocks_.lower_bound(bucket); it != free_blocks_.end() && it->first <= 2 * bucket; ++it) {
+    if (it->second.guarded == guards_) {
+      block = it->second;
+      free_blocks_.erase(it);
+      found = true;
+      ++stats_.cache_hits;
+      break;
+    }
+  }
+  if (!found) {
+    const bool guarded = guards_ && raw_.host_accessible();
+    const size_t total = bucket + (guarded ? 2 * kRedzone : 0);
+    if (stats_.limit_bytes && stats_.reserved_bytes + static_cast<int64_t>(bucket) > stats_.limit_bytes) {
+      release_cache_locked();
+    }
+    if (stats_.limit_bytes && stats_.reserved_bytes + static_cast<int64_t>(bucket) > stats_.limit_bytes) {
+      throw OutOfMemory(detail::concat("allocate: ", name_, " cannot allocate ", nbytes, " B within its limit (",
+                                       stats_text(stats_), ")"));
+    }
+    void* base = raw_.raw_alloc(total);
+    if (!base) {
+      release_cache_locked();
+      base = raw_.raw_alloc(total);
+    }
+    if (!base) {
+      throw OutOfMemory(
+          detail::concat("allocate: ", name_, " is out of memory allocating ", nbytes, " B (", stats_text(stats_), ")"));
+    }
+    ++stats_.raw_allocations;
+    stats_.reserved_bytes += static_cast<int64_t>(bucket);
+    block = Block{base, bucket, 0, guarded};
+  }
+  block.requested = nbytes;
+  unsigned char* user = static_cast<unsigned char*>(block.base) + (block.guarded ? kRedzone : 0);
+  if (block.guarded) {
+    std::memset(block.base, kGuardByte, kRedzone);
+    std::memset(user + nbytes, kGuardByte, block.bucket - nbytes + kRedzone);
+  }
+  live_blocks_.emplace(user, block);
+  stats_.in_use_bytes += static_cast<int64_t>(block.bucket);
+  if (stats_.in_use_bytes > stats_.peak_in_use_bytes) stats_.peak_in_use_bytes = stats_.in_use_bytes;
+  return user;
+}
+
+void CachingAllocator::check_guards_locked(const Block& b, const char* user) {
+  const auto* base = static_cast<const unsigned char*>(b.base);
+  bool ok = true;
+  for (size_t i = 0; i < kRedzone && ok; ++i) ok = base[i] == kGuardByte;
+  const auto* tail = reinterpret_cast<const unsigned char*>(user) + b.requested;
+  const size_t tail_len = b.bucket - b.requested + kRedzone;
+  for (size_t i = 0; i < tail_len && ok; ++i) ok = tail[i] == kGuardByte;
+  if (!ok) ++stats_.guard_violations;
+}
+
+void CachingAllocator::deallocate(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = live_blocks_.find(ptr);
+  if (it == live_blocks_.end()) {
+    ++stats_.guard_violations;  // freeing memory we never handed out is a bug worth counting
+    return;
+  }
+  const Block block = it->second;
+  live_blocks_.erase(it);
+  if (block.guarded) check_guards_locked(block, static_cast<const char*>(ptr));
+  stats_.in_use_bytes -= static_cast<int64_t>(block.bucket);
+  free_blocks_.emplace(block.bucket, block);
+}
+
+void CachingAllocator::release_cache_locked() {
+  for (auto& [size, block] : free_blocks_) {
+    raw_.raw_free(block.base);
+    stats_.reserved_bytes -= static_cast<int64_t>(size);
+  }
+  free_blocks_.clear();
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  release_cache_locked();
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_in_use_bytes = stats_.in_use_bytes;
+}
+
+void CachingAllocator::set_limit(int64_t bytes) {
+  TESSERA_CHECK(bytes >= 0, "set_memory_limit", "limit must be >= 0, got ", bytes);
+  std::lock_guard lock(mutex_);
+  stats_.limit_bytes = bytes;
+}
+
+void CachingAllocator::set_guards(bool on) {
+  std::lock_guard lock(mutex_);
+  guards_ = on && raw_.host_accessible();
+}
+
+}  // namespace tessera

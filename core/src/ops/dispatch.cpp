@@ -1,0 +1,48 @@
+#include "dispatch.h"
+
+#include "tessera/backend/registry.h"
+#include "tessera/error.h"
+
+namespace tessera::detail {
+
+void check_defined(const Tensor& t, const char* op, const char* what) {
+  TESSERA_CHECK(t.defined(), op, what, " is an undefined tensor");
+}
+
+Device common_device(std::initializer_list<const Tensor*> tensors, const char* op) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (!t || !t->defined()) continue;
+    if (!first) {
+      first = t;
+    } else if (t->device() != first->device()) {
+      throw Error(concat(op, ": expected all tensors on one device, got ", first->device().str(), " and ",
+                         t->device().str()));
+    }
+  }
+  TESSERA_CHECK(first != nullptr, op, "no defined tensor among the inputs");
+  return first->device();
+}
+
+void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                const OpAttrs& attrs) {
+  const std::string name(op_name(op));
+  Backend& backend = backend_for_device(device, name.c_str());
+  KernelFn fn = backend.kernels()[op];
+  if (!fn) throw NotImplemented(concat(name, ": not implemented on ", backend.name()));
+  fn(KernelCall{op, inputs, outputs, attrs});
+}
+
+void check_floating(const Tensor& x, const char* op) {
+  TESSERA_CHECK(is_floating(x.dtype()), op, "expected a floating dtype, got ", x.dtype());
+}
+
+void check_index_dtype(const Tensor& index, const char* op, const char* what) {
+  check_defined(index, op, what);
+  TESSERA_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, what,
+                " must be int32 or int64, got ", index.dtype());
+}
+
+Tensor expand_to(const Tensor& x, const Shape& shape) { return x.shape() == shape ? x : x.expand(shape); }
+
+}  // namespace tessera::detail

@@ -1,0 +1,235 @@
+// Elementwise front-end: dtype policy, promotion, broadcasting, then one kernel call.
+#include "tessera/ops/elementwise.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "dispatch.h"
+#include "tessera/backend/registry.h"
+#include "tessera/ops/creation.h"
+
+namespace tessera {
+
+namespace {
+using detail::run_kernel;
+
+const char* name_of(OpId op) { return op_name(op).data(); }  // names are string literals
+
+Tensor unary(OpId op, const Tensor& x) {
+  const char* name = name_of(op);
+  detail::check_defined(x, name);
+  TESSERA_CHECK(x.dtype() != DType::boolean, name, "not supported for dtype bool");
+  const bool to_float = op_info(op).policy == DTypePolicy::Float && !is_floating(x.dtype());
+  const Tensor in = to_float ? cast(x, DType::f32) : x;
+  Tensor out = empty(x.shape(), in.dtype(), x.device());
+  if (out.numel() > 0) run_kernel(op, x.device(), std::span<const Tensor>(&in, 1), std::span<Tensor>(&out, 1));
+  return out;
+}
+
+// Runs binary `op` on operands already known to share a device, computing in `common`.
+Tensor binary_in(OpId op, const Tensor& a, const Tensor& b, DType common) {
+  const char* name = name_of(op);
+  const DTypePolicy policy = op_info(op).policy;
+  DType compute = common, result = common;
+  switch (policy) {
+    case DTypePolicy::Arith:
+      TESSERA_CHECK(common != DType::boolean, name, "not supported for dtype bool");
+      break;
+    case DTypePolicy::TrueDiv: compute = result = to_floating(common); break;
+    case DTypePolicy::Compare: result = DType::boolean; break;
+    case DTypePolicy::Logical: compute = result = DType::boolean; break;
+    default: break;
+  }
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  const Tensor in[2] = {detail::expand_to(a.to(compute), shape), detail::expand_to(b.to(compute), shape)};
+  Tensor out = empty(shape, result, a.device());
+  if (out.numel() > 0) run_kernel(op, a.device(), in, std::span<Tensor>(&out, 1));
+  return out;
+}
+
+Tensor binary(OpId op, const Tensor& a, const Tensor& b) {
+  const char* name = name_of(op);
+  detail::check_defined(a, name, "first operand");
+  detail::check_defined(b, name, "second operand");
+  detail::common_device({&a, &b}, name);
+  return binary_in(op, a, b, promote_types(a.dtype(), b.dtype()));
+}
+
+// A Python-style scalar never widens the tensor's category (see scalar.h).
+DType with_scalar(DType t, const Scalar& s) {
+  if (!s.is_integral() && !is_floating(t)) return DType::f32;
+  if (t == DType::boolean) return s.is_integral() ? DType::i64 : DType::f32;
+  return t;
+}
+
+Tensor scalar_like(const Tensor& t, const Scalar& s, DType dtype) { return full({}, s, dtype, t.device()); }
+
+Tensor binary(OpId op, const Tensor& a, Scalar b) {
+  detail::check_defined(a, name_of(op), "first operand");
+  const DType dt = with_scalar(a.dtype(), b);
+  return binary_in(op, a, scalar_like(a, b, dt), dt);
+}
+Tensor binary(OpId op, Scalar a, const Tensor& b) {
+  detail::check_defined(b, name_of(op), "second operand");
+  const DType dt = with_scalar(b.dtype(), a);
+  return binary_in(op, scalar_like(b, a, dt), b, dt);
+}
+}  // namespace
+
+Tensor neg(const Tensor& x) { return unary(OpId::Neg, x); }
+Tensor abs(const Tensor& x) { return unary(OpId::Abs, x); }
+Tensor sign(const Tensor& x) { return unary(OpId::Sign, x); }
+Tensor square(const Tensor& x) { return unary(OpId::Square, x); }
+Tensor relu(const Tensor& x) { return unary(OpId::Relu, x); }
+Tensor floor(const Tensor& x) { return unary(OpId::Floor, x); }
+Tensor ceil(const Tensor& x) { return unary(OpId::Ceil, x); }
+Tensor round(const Tensor& x) { return unary(OpId::Round, x); }
+Tensor exp(const Tensor& x) { return unary(OpId::Exp, x); }
+Tensor expm1(const Tensor& x) { return unary(OpId::Expm1, x); }
+Tensor log(const Tensor& x) { return unary(OpId::Log, x); }
+Tensor log1p(const Tensor& x) { return unary(OpId::Log1p, x); }
+Tensor sqrt(const Tensor& x) { return unary(OpId::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(OpId::Rsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return unary(OpId::Reciprocal, x); }
+Tensor sin(const Tensor& x) { return unary(OpId::Sin, x); }
+Tensor cos(const Tensor& x) { return unary(OpId::Cos, x); }
+Tensor tanh(const Tensor& x) { return unary(OpId::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(OpId::Sigmoid, x); }
+Tensor gelu(const Tensor& x, bool tanh_approximation) { return unary(tanh_approximation ? OpId::GeluTanh : OpId::Gelu, x); }
+Tensor silu(const Tensor& x) { return unary(OpId::Silu, x); }
+Tensor softplus(const Tensor& x) { return unary(OpId::Softplus, x); }
+Tensor erf(const Tensor& x) { return unary(OpId::Erf, x); }
+
+#define TESSERA_DEFINE_BINARY(fname, id)                                                  \
+  Tensor fname(const Tensor& a, const Tensor& b) { return binary(OpId::id, a, b); }      \
+  Tensor fname(const Tensor& a, Scalar b) { return binary(OpId::id, a, b); }             \
+  Tensor fname(Scalar a, const Tensor& b) { return binary(OpId::id, a, b); }
+TESSERA_DEFINE_BINARY(add, Add)
+TESSERA_DEFINE_BINARY(sub, Sub)
+TESSERA_DEFINE_BINARY(mul, Mul)
+TESSERA_DEFINE_BINARY(div, Div)
+TESSERA_DEFINE_BINARY(pow, Pow)
+TESSERA_DEFINE_BINARY(maximum, Maximum)
+TESSERA_DEFINE_BINARY(minimum, Minimum)
+TESSERA_DEFINE_BINARY(eq, Eq)
+TESSERA_DEFINE_BINARY(ne, Ne)
+TESSERA_DEFINE_BINARY(lt, Lt)
+TESSERA_DEFINE_BINARY(le, Le)
+TESSERA_DEFINE_BINARY(gt, Gt)
+TESSERA_DEFINE_BINARY(ge, Ge)
+TESSERA_DEFINE_BINARY(logical_and, LogicalAnd)
+TESSERA_DEFINE_BINARY(logical_or, LogicalOr)
+TESSERA_DEFINE_BINARY(logical_xor, LogicalXor)
+#undef TESSERA_DEFINE_BINARY
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(a, b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  detail::check_defined(cond, "where", "condition");
+  detail::check_defined(a, "where", "first value");
+  detail::check_defined(b, "where", "second value");
+  const Device device = detail::common_device({&cond, &a, &b}, "where");
+  TESSERA_CHECK(cond.dtype() == DType::boolean, "where", "condition must be bool, got ", cond.dtype());
+  const DType dt = promote_types(a.dtype(), b.dtype());
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  const Tensor in[3] = {detail::expand_to(cond, shape), detail::expand_to(a.to(dt), shape),
+                        detail::expand_to(b.to(dt), shape)};
+  Tensor out = empty(shape, dt, device);
+  if (out.numel() > 0) run_kernel(OpId::Where, device, in, std::span<Tensor>(&out, 1));
+  return out;
+}
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
+  detail::check_defined(a, "where", "first value");
+  return where(cond, a, full({}, b, with_scalar(a.dtype(), b), a.device()));
+}
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
+  detail::check_defined(b, "where", "second value");
+  return where(cond, full({}, a, with_scalar(b.dtype(), a), b.device()), b);
+}
+
+Tensor clamp(const Tensor& x, Scalar lo, Scalar hi) {
+  TESSERA_CHECK(lo.to_double() <= hi.to_double(), "clamp", "min ", lo.to_double(), " is greater than max ",
+                hi.to_double());
+  return minimum(maximum(x, lo), hi);
+}
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) { return minimum(maximum(x, lo), hi); }
+
+Tensor lerp(const Tensor& a, const Tensor& b, Scalar w) { return add(a, mul(sub(b, a), w)); }
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w) { return add(a, mul(sub(b, a), w)); }
+
+Tensor cast(const Tensor& x, DType dtype) {
+  detail::check_defined(x, "cast");
+  Tensor out = empty(x.shape(), dtype, x.device());
+  out.copy_(x);
+  return out;
+}
+
+Tensor isnan(const Tensor& x) { return ne(x, x); }
+
+namespace {
+bool same_geometry(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.offset() == b.offset() && a.shape() == b.shape() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+// Moves a contiguous tensor's bytes to another device (through the host if neither side is).
+Tensor transfer(const Tensor& src, Device to) {
+  Tensor dst = empty(src.shape(), src.dtype(), to);
+  const size_t n = src.nbytes();
+  if (n == 0) return dst;
+  Backend& from_b = backend_for_device(src.device(), "copy");
+  Backend& to_b = backend_for_device(to, "copy");
+  if (from_b.host_accessible() && to_b.host_accessible()) {
+    std::memcpy(dst.data_ptr(), src.data_ptr(), n);
+  } else if (from_b.host_accessible()) {
+    to_b.copy_from_host(dst.data_ptr(), src.data_ptr(), n, to.index);
+  } else if (to_b.host_accessible()) {
+    from_b.copy_to_host(dst.data_ptr(), src.data_ptr(), n, src.device().index);
+  } else if (&from_b == &to_b) {
+    to_b.copy_on_device(dst.data_ptr(), to.index, src.data_ptr(), src.device().index, n);
+  } else {
+    std::vector<char> staging(n);
+    from_b.copy_to_host(staging.data(), src.data_ptr(), n, src.device().index);
+    to_b.copy_from_host(dst.data_ptr(), staging.data(), n, to.index);
+  }
+  return dst;
+}
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  detail::check_defined(src, "copy_", "source");
+  TESSERA_CHECK(src.dim() <= dim(), "copy_", "cannot broadcast source ", shape_str(src.shape()), " to destination ",
+                shape_str(shape()));
+  if (numel() == 0) {
+    (void)broadcast_shapes(src.shape(), shape(), "copy_");
+    return *this;
+  }
+  Tensor s = src;
+  if (s.device() != device()) s = transfer(s.contiguous(), device());
+  // A source overlapping the destination with another layout would be read after being
+  // overwritten; copy it out first.
+  if (s.storage() == storage() && !same_geometry(s, *this)) s = s.clone();
+  if (s.shape() != shape()) {
+    TESSERA_CHECK(broadcast_shapes(s.shape(), shape(), "copy_") == shape(), "copy_", "cannot broadcast source ",
+                  shape_str(s.shape()), " to destination ", shape_str(shape()));
+    s = s.expand(shape());
+  }
+  if (same_geometry(s, *this)) return *this;
+  run_kernel(OpId::Copy, device(), std::span<const Tensor>(&s, 1), std::span<Tensor>(this, 1));
+  return *this;
+}
+
+}  // namespace tessera

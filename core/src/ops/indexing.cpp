@@ -1,0 +1,112 @@
+#include "tessera/ops/indexing.h"
+
+#include "dispatch.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/reduction.h"
+
+namespace tessera {
+
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
+  detail::check_defined(x, "index_select");
+  detail::check_index_dtype(index, "index_select");
+  const Device device = detail::common_device({&x, &index}, "index_select");
+  TESSERA_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got ", shape_str(index.shape()));
+  TESSERA_CHECK(x.dim() >= 1, "index_select", "input must have at least one axis");
+  OpAttrs attrs;
+  attrs.axis = normalize_axis(axis, x.dim(), "index_select");
+  Shape shape = x.shape();
+  shape[attrs.axis] = index.numel();
+  const Tensor in[2] = {x, index.reshape({-1})};
+  Tensor out = empty(shape, x.dtype(), device);
+  if (out.numel() > 0) detail::run_kernel(OpId::IndexSelect, device, in, std::span<Tensor>(&out, 1), attrs);
+  return out;
+}
+
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
+  detail::check_defined(x, "gather");
+  detail::check_index_dtype(index, "gather");
+  const Device device = detail::common_device({&x, &index}, "gather");
+  TESSERA_CHECK(index.dim() == x.dim(), "gather", "index ", shape_str(index.shape()), " and input ",
+                shape_str(x.shape()), " must have the same rank");
+  OpAttrs attrs;
+  attrs.axis = normalize_axis(axis, std::max<int64_t>(x.dim(), 1), "gather");
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    TESSERA_CHECK(d == attrs.axis || index.size(d) <= x.size(d), "gather", "index ", shape_str(index.shape()),
+                  " is larger than input ", shape_str(x.shape()), " outside axis ", attrs.axis);
+  }
+  const Tensor in[2] = {x, index};
+  Tensor out = empty(index.shape(), x.dtype(), device);
+  if (out.numel() > 0) detail::run_kernel(OpId::Gather, device, in, std::span<Tensor>(&out, 1), attrs);
+  return out;
+}
+
+Tensor& scatter_add_(Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
+  detail::check_defined(x, "scatter_add");
+  detail::check_defined(src, "scatter_add", "source");
+  detail::check_index_dtype(index, "scatter_add");
+  const Device device = detail::common_device({&x, &index, &src}, "scatter_add");
+  TESSERA_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add", "input ", shape_str(x.shape()),
+                ", index ", shape_str(index.shape()), " and source ", shape_str(src.shape()),
+                " must have the same rank");
+  OpAttrs attrs;
+  attrs.axis = normalize_axis(axis, std::max<int64_t>(x.dim(), 1), "scatter_add");
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    TESSERA_CHECK(index.size(d) <= src.size(d) && (d == attrs.axis || index.size(d) <= x.size(d)), "scatter_add",
+                  "index ", shape_str(index.shape()), " does not fit source ", shape_str(src.shape()),
+                  " and input ", shape_str(x.shape()));
+  }
+  TESSERA_CHECK(x.dtype() != DType::boolean, "scatter_add", "not supported for dtype bool");
+  // Only the index's extent of the source takes part, like PyTorch.
+  Tensor part = src;
+  for (int64_t d = 0; d < src.dim(); ++d) part = part.narrow(d, 0, index.size(d));
+  const Tensor in[2] = {index, part.to(x.dtype())};
+  if (index.numel() > 0) detail::run_kernel(OpId::ScatterAdd, device, in, std::span<Tensor>(&x, 1), attrs);
+  return x;
+}
+
+Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
+  detail::check_defined(x, "scatter_add");
+  Tensor out = x.clone();
+  scatter_add_(out, axis, index, src);
+  return out;
+}
+
+Tensor take_along_axis(const Tensor& x, const Tensor& index, int64_t axis) {
+  detail::check_defined(x, "take_along_axis");
+  detail::check_index_dtype(index, "take_along_axis");
+  TESSERA_CHECK(index.dim() == x.dim(), "take_along_axis", "index ", shape_str(index.shape()), " and input ",
+                shape_str(x.shape()), " must have the same rank");
+  axis = normalize_axis(axis, std::max<int64_t>(x.dim(), 1), "take_along_axis");
+  Shape xs = x.shape(), is = index.shape();
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == axis) continue;
+    TESSERA_CHECK(xs[d] == is[d] || xs[d] == 1 || is[d] == 1, "take_along_axis", "index ", shape_str(index.shape()),
+                  " does not broadcast against input ", shape_str(x.shape()));
+    xs[d] = is[d] = std::max(xs[d], is[d]);
+  }
+  return gather(x.expand(xs), axis, index.expand(is));
+}
+
+Tensor one_hot(const Tensor& labels, int64_t num_classes) {
+  detail::check_index_dtype(labels, "one_hot", "labels");
+  if (num_classes < 0) num_classes = labels.numel() ? amax(labels).item<int64_t>() + 1 : 0;
+  if (labels.numel() > 0) {
+    const int64_t lo = amin(labels).item<int64_t>(), hi = amax(labels).item<int64_t>();
+    TESSERA_CHECK(lo >= 0 && hi < num_classes, "one_hot", "labels must lie in [0, ", num_classes, "), got range [",
+                  lo, ", ", hi, "]");
+  }
+  const Tensor classes = arange(num_classes, labels.dtype(), labels.device());
+  return eq(labels.unsqueeze(-1), classes).to(DType::i64);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  detail::check_defined(weight, "embedding", "weight");
+  detail::check_index_dtype(indices, "embedding", "indices");
+  TESSERA_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num, dim], got ", shape_str(weight.shape()));
+  Shape shape = indices.shape();
+  shape.push_back(weight.size(1));
+  return index_select(weight, 0, indices.reshape({-1})).view(shape);
+}
+
+}  // namespace tessera

@@ -1,0 +1,64 @@
+#include "tessera/ops/linalg.h"
+
+#include "dispatch.h"
+#include "tessera/ops/creation.h"
+
+namespace tessera {
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_defined(a, "matmul", "first operand");
+  detail::check_defined(b, "matmul", "second operand");
+  const Device device = detail::common_device({&a, &b}, "matmul");
+  TESSERA_CHECK(a.dtype() == b.dtype(), "matmul", "dtypes differ: ", a.dtype(), " and ", b.dtype());
+  TESSERA_CHECK(a.dtype() != DType::boolean, "matmul", "not supported for dtype bool");
+  TESSERA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both operands need at least one axis, got ",
+                shape_str(a.shape()), " @ ", shape_str(b.shape()));
+  const Tensor A = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor B = b.dim() == 1 ? b.unsqueeze(-1) : b;
+  const int64_t m = A.size(-2), k = A.size(-1), n = B.size(-1);
+  TESSERA_CHECK(B.size(-2) == k, "matmul", "inner dimensions differ: ", shape_str(a.shape()), " @ ",
+                shape_str(b.shape()));
+  Shape batch = broadcast_shapes(Shape(A.shape().begin(), A.shape().end() - 2),
+                                 Shape(B.shape().begin(), B.shape().end() - 2), "matmul");
+  Shape a_shape = batch, b_shape = batch, out_shape = batch;
+  a_shape.insert(a_shape.end(), {m, k});
+  b_shape.insert(b_shape.end(), {k, n});
+  out_shape.insert(out_shape.end(), {m, n});
+  const Tensor in[2] = {detail::expand_to(A, a_shape), detail::expand_to(B, b_shape)};
+  Tensor out = empty(out_shape, a.dtype(), device);
+  if (out.numel() > 0) detail::run_kernel(OpId::Matmul, device, in, std::span<Tensor>(&out, 1));
+  if (a.dim() == 1) out = out.squeeze(-2);
+  if (b.dim() == 1) out = out.squeeze(-1);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  detail::check_defined(x, "linear", "input");
+  detail::check_defined(weight, "linear", "weight");
+  const Device device = detail::common_device({&x, &weight, &bias}, "linear");
+  TESSERA_CHECK(weight.dim() == 2, "linear", "weight must be 2-D [out, in], got ", shape_str(weight.shape()));
+  TESSERA_CHECK(x.dim() >= 1, "linear", "input must have at least one axis");
+  const int64_t in_features = weight.size(1), out_features = weight.size(0);
+  TESSERA_CHECK(x.size(-1) == in_features, "linear", "input ", shape_str(x.shape()), " does not match weight ",
+                shape_str(weight.shape()), " (expected last axis ", in_features, ")");
+  TESSERA_CHECK(x.dtype() == weight.dtype(), "linear", "dtypes differ: input ", x.dtype(), ", weight ",
+                weight.dtype());
+  TESSERA_CHECK(is_floating(x.dtype()), "linear", "expected a floating dtype, got ", x.dtype());
+  if (bias.defined()) {
+    TESSERA_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "linear", "bias ", shape_str(bias.shape()),
+                  " does not match weight ", shape_str(weight.shape()));
+    TESSERA_CHECK(bias.dtype() == x.dtype(), "linear", "dtypes differ: input ", x.dtype(), ", bias ", bias.dtype());
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  const Tensor in[3] = {x.reshape({-1, in_features}), weight, bias};
+  Tensor out = empty({in[0].size(0), out_features}, x.dtype(), device);
+  if (out.numel() > 0) {
+    OpAttrs attrs;
+    attrs.activation = activation;
+    detail::run_kernel(OpId::Linear, device, in, std::span<Tensor>(&out, 1), attrs);
+  }
+  return out.view(out_shape);
+}
+
+}  // namespace tessera

@@ -1,0 +1,137 @@
+#include "tessera/backend/registry.h"
+
+#include <array>
+#include <chrono>
+#include <mutex>
+
+#include "tessera/error.h"
+#include "tessera_build_config.h"
+
+namespace tessera {
+
+// Built-in backends: CMake generates the list of register functions (one per compiled
+// backend) into tessera_build_config.h as TESSERA_BUILTIN_BACKENDS(X).
+#define TESSERA_DECLARE_REGISTER(name) void register_##name##_backend();
+TESSERA_BUILTIN_BACKENDS(TESSERA_DECLARE_REGISTER)
+#undef TESSERA_DECLARE_REGISTER
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  // Backends live for the whole process: tensors in static storage may be destroyed after
+  // main returns and still need their allocator.
+  std::array<Backend*, kNumDeviceTypes> backends{};
+};
+
+Registry& raw_registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+Registry& registry() {
+  static const bool initialised = [] {
+#define TESSERA_CALL_REGISTER(name) register_##name##_backend();
+    TESSERA_BUILTIN_BACKENDS(TESSERA_CALL_REGISTER)
+#undef TESSERA_CALL_REGISTER
+    return true;
+  }();
+  (void)initialised;
+  return raw_registry();
+}
+}  // namespace
+
+void register_backend(std::unique_ptr<Backend> backend) {
+  Registry& r = raw_registry();
+  std::lock_guard lock(r.mutex);
+  auto& slot = r.backends[static_cast<size_t>(backend->device_type())];
+  TESSERA_CHECK(slot == nullptr, "register_backend", "a backend for device type ",
+                device_type_name(backend->device_type()), " is already registered");
+  slot = backend.release();
+}
+
+void unregister_backend(DeviceType type) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  delete r.backends[static_cast<size_t>(type)];
+  r.backends[static_cast<size_t>(type)] = nullptr;
+}
+
+Backend* find_backend(DeviceType type) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.backends[static_cast<size_t>(type)];
+}
+
+Backend& backend_for(DeviceType type) {
+  Backend* b = find_backend(type);
+  if (!b) {
+    std::string why = "not compiled into this build";
+    for (const auto& m : missing_backends()) {
+      if (m.name == device_type_name(type)) why = m.reason;
+    }
+    throw Error(detail::concat("backend: no backend for device type ", device_type_name(type), " (", why, ")"));
+  }
+  return *b;
+}
+
+std::vector<Backend*> registered_backends() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<Backend*> out;
+  for (Backend* b : r.backends) {
+    if (b) out.push_back(b);
+  }
+  return out;
+}
+
+Backend& backend_for_device(Device device, const char* op) {
+  Backend* b = find_backend(device.type);
+  if (!b) {
+    backend_for(device.type);  // throws the descriptive error
+  }
+  const int count = b->device_count();
+  if (device.index < 0 || device.index >= count) {
+    const std::string why = count == 0 ? b->unavailable_reason() : detail::concat(count, " device(s) present");
+    throw Error(detail::concat(op, ": device ", device.str(), " is not available (", why, ")"));
+  }
+  return *b;
+}
+
+std::vector<MissingBackend> missing_backends() {
+  std::vector<MissingBackend> out;
+#define TESSERA_MISSING(name, reason) out.push_back({name, reason});
+  TESSERA_MISSING_BACKENDS(TESSERA_MISSING)
+#undef TESSERA_MISSING
+  return out;
+}
+
+std::unique_ptr<Stream> Backend::new_stream(int device) {
+  struct SyncStream final : Stream {
+    Device dev;
+    explicit SyncStream(Device d) : dev(d) {}
+    Device device() const override { return dev; }
+    void synchronize() override {}
+  };
+  return std::make_unique<SyncStream>(Device(device_type(), device));
+}
+
+std::unique_ptr<Event> Backend::new_event(int device) {
+  struct HostEvent final : Event {
+    Backend* backend;
+    int device;
+    std::chrono::steady_clock::time_point when{};
+    HostEvent(Backend* b, int d) : backend(b), device(d) {}
+    void record(Stream& s) override {
+      s.synchronize();
+      when = std::chrono::steady_clock::now();
+    }
+    void synchronize() override {}
+    double elapsed_ms(const Event& start) const override {
+      const auto& s = dynamic_cast<const HostEvent&>(start);
+      return std::chrono::duration<double, std::milli>(when - s.when).count();
+    }
+  };
+  return std::make_unique<HostEvent>(this, device);
+}
+
+}  // namespace tessera

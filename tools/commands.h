@@ -1,0 +1,12 @@
+#pragma once
+// Sub-commands of the `tessera` tool; each registers its options on the CLI11 app.
+#include <CLI/CLI.hpp>
+
+namespace tessera::tools {
+
+/** `tessera info`: backends compiled in, devices, and why a backend has no device. */
+void add_info_command(CLI::App& app);
+/** `tessera demo`: a short tour of the tensor API on a chosen device. */
+void add_demo_command(CLI::App& app);
+
+}  // namespace tessera::tools
