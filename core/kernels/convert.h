@@ -19,8 +19,9 @@ template <class D, class S> TESSERA_HD_INLINE D convert(S v) {
     if constexpr (is_float_like_v<S>) return static_cast<double>(static_cast<compute_t<S>>(v)) != 0.0;  // NaN -> true
     else return v != S(0);
   } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-    // Through float: f64 -> f32 -> f16/bf16 rounds correctly (24 >= 2 * 11 + 2 bits).
+    // Wide sources (double, int64) convert through double so Half(double) can round once.
     if constexpr (std::is_same_v<S, bool>) return D(v ? 1.0f : 0.0f);
+    else if constexpr (std::is_same_v<S, double> || std::is_same_v<S, int64_t> || std::is_same_v<S, int32_t>) return D(static_cast<double>(v));
     else return D(static_cast<float>(v));
   } else if constexpr (std::is_integral_v<D>) {
     if constexpr (is_float_like_v<S>) {

@@ -65,6 +65,20 @@ TESSERA_HD_INLINE float half_bits_to_float(uint16_t h) {
   return bits_float(sign | ((e + 112) << 23) | (m << 13));
 }
 
+// double -> float rounded to odd: an inexact result gets its last mantissa bit set. Rounding
+// that float once more to a format with at least 2 fewer bits (f16, bf16) then gives the
+// correctly rounded result; plain RNE twice would not (1 + 2^-11 + 2^-40 is the classic case).
+TESSERA_HD_INLINE float double_to_float_round_odd(double d) {
+  const float f = static_cast<float>(d);
+  if (static_cast<double>(f) == d || d != d) return f;
+  uint32_t u = float_bits(f);
+  if ((u & 1u) == 0) {
+    const bool away_from_zero = (f > 0) == (static_cast<double>(f) > d);  // |f| > |d|
+    u = away_from_zero ? u - 1 : u + 1;
+  }
+  return bits_float(u);
+}
+
 TESSERA_HD_INLINE uint16_t float_to_bf16_bits(float f) {
   const uint32_t x = float_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
@@ -78,7 +92,7 @@ struct Half {
   uint16_t bits = 0;
   Half() = default;
   TESSERA_HD explicit Half(float f) : bits(detail::float_to_half_bits(f)) {}
-  TESSERA_HD explicit Half(double d) : Half(static_cast<float>(d)) {}
+  TESSERA_HD explicit Half(double d) : bits(detail::float_to_half_bits(detail::double_to_float_round_odd(d))) {}
   TESSERA_HD operator float() const { return detail::half_bits_to_float(bits); }
   TESSERA_HD static Half from_bits(uint16_t b) {
     Half h;
@@ -92,7 +106,7 @@ struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
   TESSERA_HD explicit BFloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}
-  TESSERA_HD explicit BFloat16(double d) : BFloat16(static_cast<float>(d)) {}
+  TESSERA_HD explicit BFloat16(double d) : bits(detail::float_to_bf16_bits(detail::double_to_float_round_odd(d))) {}
   TESSERA_HD operator float() const { return detail::bf16_bits_to_float(bits); }
   TESSERA_HD static BFloat16 from_bits(uint16_t b) {
     BFloat16 h;

@@ -185,11 +185,12 @@ bool same_geometry(const Tensor& a, const Tensor& b) {
          a.strides() == b.strides() && a.dtype() == b.dtype();
 }
 
-// Moves a contiguous tensor's bytes to another device (through the host if neither side is).
-Tensor transfer(const Tensor& src, Device to) {
-  Tensor dst = empty(src.shape(), src.dtype(), to);
+// Copies the bytes of contiguous `src` into contiguous `dst` (same size) on another device,
+// through the host when neither side is host memory.
+void transfer_into(Tensor& dst, const Tensor& src) {
   const size_t n = src.nbytes();
-  if (n == 0) return dst;
+  if (n == 0) return;
+  const Device to = dst.device();
   Backend& from_b = backend_for_device(src.device(), "copy");
   Backend& to_b = backend_for_device(to, "copy");
   if (from_b.host_accessible() && to_b.host_accessible()) {
@@ -205,7 +206,6 @@ Tensor transfer(const Tensor& src, Device to) {
     from_b.copy_to_host(staging.data(), src.data_ptr(), n, src.device().index);
     to_b.copy_from_host(dst.data_ptr(), staging.data(), n, to.index);
   }
-  return dst;
 }
 }  // namespace
 
@@ -218,7 +218,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
     return *this;
   }
   Tensor s = src;
-  if (s.device() != device()) s = transfer(s.contiguous(), device());
+  if (s.device() != device()) {
+    const Tensor packed = s.contiguous();
+    if (is_contiguous() && dtype() == packed.dtype() && shape() == packed.shape()) {
+      transfer_into(*this, packed);  // a plain device transfer needs no kernel
+      return *this;
+    }
+    s = empty(packed.shape(), packed.dtype(), device());
+    transfer_into(s, packed);
+  }
   // A source overlapping the destination with another layout would be read after being
   // overwritten; copy it out first.
   if (s.storage() == storage() && !same_geometry(s, *this)) s = s.clone();

@@ -1,0 +1,246 @@
+// Elementwise ops against the double reference: every op, every dtype it supports, every
+// memory layout, broadcasting, scalars, size-0 and size-1 axes, and outputs written into
+// views of a sentinel-filled buffer (nothing outside the view may change).
+#include <cmath>
+
+#include "support/checks.h"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+struct UnaryCase {
+  const char* name;
+  Tensor (*fn)(const Tensor&);
+  double lo, hi;
+  bool float_only;
+};
+Tensor gelu_erf(const Tensor& x) { return gelu(x, false); }
+Tensor gelu_tanh(const Tensor& x) { return gelu(x, true); }
+
+const UnaryCase kUnary[] = {
+    {"neg", &neg, -3, 3, false},          {"abs", &tessera::abs, -3, 3, false},
+    {"sign", &sign, -3, 3, false},        {"square", &square, -3, 3, false},
+    {"relu", &relu, -3, 3, false},        {"floor", &tessera::floor, -3, 3, false},
+    {"ceil", &tessera::ceil, -3, 3, false}, {"round", &tessera::round, -3, 3, false},
+    {"exp", &tessera::exp, -3, 3, true},  {"expm1", &tessera::expm1, -3, 3, true},
+    {"log", &tessera::log, 0.1, 4, true}, {"log1p", &tessera::log1p, -0.9, 4, true},
+    {"sqrt", &tessera::sqrt, 0, 4, true}, {"rsqrt", &rsqrt, 0.1, 4, true},
+    {"reciprocal", &reciprocal, 0.25, 4, true}, {"sin", &tessera::sin, -3, 3, true},
+    {"cos", &tessera::cos, -3, 3, true},  {"tanh", &tessera::tanh, -3, 3, true},
+    {"sigmoid", &sigmoid, -6, 6, true},   {"gelu", &gelu_erf, -3, 3, true},
+    {"gelu_tanh", &gelu_tanh, -3, 3, true}, {"silu", &silu, -3, 3, true},
+    {"softplus", &softplus, -5, 5, true}, {"erf", &tessera::erf, -2, 2, true},
+};
+
+const Shape kShapes[] = {{17}, {3, 5}, {2, 3, 4}, {1, 7}, {4, 1}, {0, 3}, {}};
+
+Tolerance loose_for(DType dt, const char* op) {
+  Tolerance t = tolerance_for(dt);
+  // Functions with large derivatives magnify the input's rounding; inputs here are exact in
+  // dtype, so only the compute precision matters, but f32 libm is a few ulp.
+  if (dt == DType::f32) t = {1e-5, 1e-6};
+  (void)op;
+  return t;
+}
+}  // namespace
+
+TEST_CASE("unary ops match the reference on every float dtype and layout") {
+  uint64_t seed = 1;
+  for (const UnaryCase& c : kUnary) {
+    for (DType dt : kFloatTypes) {
+      for (Layout layout : kLayouts) {
+        for (const Shape& shape : kShapes) {
+          CAPTURE(c.name);
+          CAPTURE(dtype_name(dt));
+          CAPTURE(layout_name(layout));
+          CAPTURE(shape_str(shape));
+          const Tensor x = make_input(shape, dt, ++seed, c.lo, c.hi, layout);
+          const Tensor y = c.fn(x);
+          CHECK(y.dtype() == dt);
+          CHECK(y.device() == device());
+          const ref::Ref want = round_to(ref::map(to_ref(x), [&](double v) { return ref::unary(c.name, v); }), dt);
+          TESSERA_CHECK_CLOSE(y, want, loose_for(dt, c.name));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("unary ops on integers: numeric ops keep the dtype, float ops give float32") {
+  uint64_t seed = 100;
+  for (const UnaryCase& c : kUnary) {
+    for (DType dt : kIntTypes) {
+      CAPTURE(c.name);
+      CAPTURE(dtype_name(dt));
+      const Tensor x = make_input({5, 6}, dt, ++seed, c.float_only ? std::max(c.lo, 1.0) : -20, c.float_only ? 4 : 20,
+                                  Layout::transposed);
+      const Tensor y = c.fn(x);
+      const DType want_dt = c.float_only ? DType::f32 : dt;
+      CHECK(y.dtype() == want_dt);
+      const ref::Ref want = round_to(ref::map(to_ref(x), [&](double v) { return ref::unary(c.name, v); }), want_dt);
+      TESSERA_CHECK_CLOSE(y, want, c.float_only ? Tolerance{1e-5, 1e-6} : Tolerance{0, 0});
+    }
+  }
+}
+
+TEST_CASE("unary ops handle special values like the reference") {
+  const std::vector<double> specials = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-30, -1e30, 88.0, -88.0, 0.5, 1.5, 2.5};
+  for (const UnaryCase& c : kUnary) {
+    CAPTURE(c.name);
+    const Tensor x = from_vector(specials, {static_cast<int64_t>(specials.size())}).to(device());
+    const ref::Ref want = ref::map(to_ref(x), [&](double v) { return ref::unary(c.name, v); });
+    TESSERA_CHECK_CLOSE(c.fn(x), want, Tolerance{1e-12, 1e-300});
+  }
+}
+
+namespace {
+struct BinaryCase {
+  const char* name;
+  Tensor (*fn)(const Tensor&, const Tensor&);
+  enum { arith, truediv, compare, logical } kind;
+};
+const BinaryCase kBinary[] = {
+    {"add", &add, BinaryCase::arith},         {"sub", &sub, BinaryCase::arith},
+    {"mul", &mul, BinaryCase::arith},         {"div", &div, BinaryCase::truediv},
+    {"pow", &tessera::pow, BinaryCase::arith}, {"maximum", &maximum, BinaryCase::arith},
+    {"minimum", &minimum, BinaryCase::arith}, {"eq", &eq, BinaryCase::compare},
+    {"ne", &ne, BinaryCase::compare},         {"lt", &lt, BinaryCase::compare},
+    {"le", &le, BinaryCase::compare},         {"gt", &gt, BinaryCase::compare},
+    {"ge", &ge, BinaryCase::compare},         {"logical_and", &logical_and, BinaryCase::logical},
+    {"logical_or", &logical_or, BinaryCase::logical}, {"logical_xor", &logical_xor, BinaryCase::logical},
+};
+}  // namespace
+
+TEST_CASE("binary ops match the reference across dtypes, layouts and broadcasting") {
+  const std::pair<Shape, Shape> shapes[] = {
+      {{4, 5}, {4, 5}}, {{4, 5}, {5}}, {{3, 1, 5}, {1, 4, 1}}, {{6}, {}}, {{}, {6}}, {{0, 3}, {3}}, {{2, 1}, {2, 0}}};
+  std::vector<DType> dtypes = kFloatTypes;
+  dtypes.insert(dtypes.end(), kIntTypes.begin(), kIntTypes.end());
+  uint64_t seed = 1000;
+  for (const BinaryCase& c : kBinary) {
+    for (DType dt : dtypes) {
+      for (const auto& [sa, sb] : shapes) {
+        for (Layout layout : kLayouts) {
+          CAPTURE(c.name);
+          CAPTURE(dtype_name(dt));
+          CAPTURE(shape_str(sa));
+          CAPTURE(shape_str(sb));
+          CAPTURE(layout_name(layout));
+          const bool is_pow = std::string(c.name) == "pow";
+          const double lo = is_pow ? (is_floating(dt) ? 0.1 : 0) : -4, hi = is_pow ? 3 : 4;
+          const Tensor a = make_input(sa, dt, ++seed, lo, hi, layout);
+          // Small integer range makes equal pairs likely, so comparisons see ties.
+          Tensor b = make_input(sb, dt, ++seed, is_pow ? 0 : lo, hi, Layout::contiguous);
+          if (std::string(c.name) == "div" && !is_floating(dt)) b = where(eq(b, 0), full_like(b, 3), b);
+          const Tensor y = c.fn(a, b);
+          DType want_dt = dt;
+          if (c.kind == BinaryCase::truediv) want_dt = to_floating(dt);
+          if (c.kind == BinaryCase::compare || c.kind == BinaryCase::logical) want_dt = DType::boolean;
+          CHECK(y.dtype() == want_dt);
+          ref::Ref want = ref::map2(to_ref(a), to_ref(b), [&](double x, double z) { return ref::binary(c.name, x, z); });
+          want = round_to(want, want_dt);
+          Tolerance tol = tolerance_for(want_dt);
+          if (want_dt == DType::f32) tol = {1e-5, 1e-6};
+          TESSERA_CHECK_CLOSE(y, want, tol);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("scalar operands follow PyTorch's weak typing") {
+  const Tensor i = from_vector<int32_t>({1, 2, 3}, {3}).to(device());
+  const Tensor h = from_vector<float>({1, 2, 3}, {3}).to(device()).to(DType::f16);
+  CHECK(add(i, 2).dtype() == DType::i32);
+  CHECK(add(i, 2.5).dtype() == DType::f32);
+  CHECK(mul(h, 2.5).dtype() == DType::f16);
+  CHECK(div(i, 2).dtype() == DType::f32);
+  CHECK((i * 2 + 1).to_vector<int32_t>() == std::vector<int32_t>{3, 5, 7});
+  CHECK((10 - i).to_vector<int32_t>() == std::vector<int32_t>{9, 8, 7});
+  CHECK((1.0 / h).to_vector<float>() == std::vector<float>{1.0f, 0.5f, static_cast<float>(Half(1.0f / 3))});
+  CHECK(gt(i, 1).to_vector<bool>() == std::vector<bool>{false, true, true});
+  CHECK(promote_types(DType::i32, DType::f16) == DType::f16);
+  CHECK(add(i, h).dtype() == DType::f16);
+}
+
+TEST_CASE("where, clamp, lerp and isnan") {
+  const Tensor x = make_input({4, 6}, DType::f32, 7, -3, 3, Layout::transposed);
+  const Tensor y = make_input({6}, DType::f32, 8, -3, 3);
+  const Tensor c = gt(x, 0);
+  TESSERA_CHECK_CLOSE(where(c, x, y), ref::map3(to_ref(c), to_ref(x), to_ref(y), [](double k, double a, double b) {
+                        return k != 0 ? a : b;
+                      }));
+  TESSERA_CHECK_CLOSE(where(c, x, 0.5), ref::map2(to_ref(c), to_ref(x), [](double k, double a) { return k != 0 ? a : 0.5; }));
+  TESSERA_CHECK_CLOSE(clamp(x, -1, 1.5), ref::map(to_ref(x), [](double v) { return std::min(std::max(v, -1.0), 1.5); }));
+  TESSERA_CHECK_CLOSE(lerp(x, y, 0.25), ref::map2(to_ref(x), to_ref(y), [](double a, double b) { return a + 0.25 * (b - a); }));
+  const Tensor n = from_vector<float>({1, NAN, 3}, {3}).to(device());
+  CHECK(isnan(n).to_vector<bool>() == std::vector<bool>{false, true, false});
+  CHECK(std::isnan(clamp(n, 0, 2).to_vector<float>()[1]));
+}
+
+TEST_CASE("cast converts between every pair of dtypes") {
+  const std::vector<double> values = {0, 1, -1, 2.5, -2.5, 100, -100, 127, 200, 0.1};
+  const std::vector<DType> all = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8,
+                                  DType::u8,  DType::i32, DType::i64, DType::boolean};
+  for (DType from : all) {
+    for (DType to : all) {
+      CAPTURE(dtype_name(from));
+      CAPTURE(dtype_name(to));
+      const Tensor src = from_doubles(values, {10}, from, device());
+      const Tensor dst = src.to(to);
+      CHECK(dst.dtype() == to);
+      // Host oracle: the same conversion through the host reference path (double -> to).
+      const ref::Ref src_vals = to_ref(src);
+      std::vector<double> want(values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        const double v = src_vals.v[i];
+        if (to == DType::boolean) want[i] = v != 0;
+        else if (is_integer(to)) {
+          const double lo = to == DType::i8 ? -128 : to == DType::u8 ? 0 : to == DType::i32 ? -2147483648.0 : -9.3e18;
+          const double hi = to == DType::i8 ? 127 : to == DType::u8 ? 255 : to == DType::i32 ? 2147483647.0 : 9.3e18;
+          // Integer -> integer wraps; float -> integer truncates and saturates.
+          want[i] = is_floating(from) ? std::clamp(std::trunc(v), lo, hi) : v;
+          if (!is_floating(from)) want[i] = round_to({{1}, {v}}, to).v[0];
+        } else {
+          want[i] = to_ref(from_vector(std::vector<double>{v}, {1}).to(to)).v[0];
+        }
+      }
+      TESSERA_CHECK_CLOSE(dst, ref::Ref{{10}, want}, Tolerance{0, 0});
+    }
+  }
+}
+
+TEST_CASE("in-place ops and copy_ write only inside the destination view") {
+  constexpr float kSentinel = -12345.0f;
+  const Tensor buffer = full({10, 12}, kSentinel, DType::f32, device());
+  Tensor view = buffer.slice(0, 2, 8, 2).slice(1, 3, 11);  // [3, 8], non-contiguous
+  const Tensor src = make_input({3, 8}, DType::f32, 3, -1, 1, Layout::transposed);
+  view.copy_(src);
+  TESSERA_CHECK_CLOSE(view, to_ref(src));
+  view.add_(src);
+  view.mul_(0.5);
+  view.sub_(make_input({8}, DType::f32, 4));  // broadcast source
+  const Tensor row = make_input({8}, DType::f32, 4);
+  TESSERA_CHECK_CLOSE(view, ref::map2(to_ref(src), to_ref(row), [](double s, double r) { return (s + s) * 0.5 - r; }));
+  view.fill_(7.0);
+  const ref::Ref all = to_ref(buffer);
+  int64_t inside = 0, untouched = 0;
+  for (int64_t i = 0; i < all.numel(); ++i) {
+    const int64_t r = i / 12, c = i % 12;
+    const bool in_view = r >= 2 && r < 8 && (r - 2) % 2 == 0 && c >= 3 && c < 11;
+    if (in_view) inside += all.v[i] == 7.0;
+    else untouched += all.v[i] == kSentinel;
+  }
+  CHECK(inside == 24);
+  CHECK(untouched == 120 - 24);
+}
+
+TEST_CASE("copy_ handles overlapping source and destination") {
+  Tensor x = arange(0.0, 6.0, 1.0, DType::f32, device()).reshape({2, 3});
+  Tensor sq = arange(0.0, 9.0, 1.0, DType::f32, device()).reshape({3, 3});
+  sq.copy_(sq.mT());  // in-place transpose: must read before writing
+  CHECK(sq.to_vector<float>() == std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8});
+  x.narrow(1, 1, 2).copy_(x.narrow(1, 0, 2));  // shifted overlap
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 0, 1, 3, 3, 4});
+}

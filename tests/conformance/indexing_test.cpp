@@ -1,0 +1,97 @@
+// index_select, gather, scatter_add, take_along_axis, one_hot, embedding.
+#include "support/checks.h"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+std::vector<int64_t> as_indices(const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); }
+}  // namespace
+
+TEST_CASE("index_select along every axis with int32 and int64 indices") {
+  uint64_t seed = 1;
+  for (DType dt : {DType::f32, DType::f16, DType::i64, DType::boolean}) {
+    for (Layout layout : kLayouts) {
+      for (int64_t axis : {0, 1, 2}) {
+        for (DType idt : {DType::i32, DType::i64}) {
+          CAPTURE(dtype_name(dt));
+          CAPTURE(layout_name(layout));
+          CAPTURE(axis);
+          CAPTURE(dtype_name(idt));
+          const Tensor x = make_input({4, 5, 3}, dt, ++seed, -9, 9, layout);
+          Generator g(seed);
+          const Tensor idx = randint(0, x.size(axis), {7}, idt, kCPU, &g).to(device());
+          TESSERA_CHECK_CLOSE(index_select(x, axis, idx), ref::index_select(to_ref(x), axis, as_indices(idx)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gather and take_along_axis") {
+  uint64_t seed = 40;
+  for (int64_t axis : {0, 1, -1}) {
+    CAPTURE(axis);
+    const Tensor x = make_input({4, 6}, DType::f32, ++seed, -1, 1, Layout::transposed);
+    const int64_t a = axis < 0 ? axis + 2 : axis;
+    Generator g(seed);
+    Shape ishape = {3, 5};
+    const Tensor idx = randint(0, x.size(a), ishape, DType::i64, kCPU, &g).to(device());
+    TESSERA_CHECK_CLOSE(gather(x, axis, idx), ref::gather(to_ref(x), a, to_ref(idx)));
+  }
+  // take_along_axis broadcasts the index outside the axis: argsort-style top-1 selection.
+  const Tensor x = make_input({3, 7}, DType::f32, 77);
+  const Tensor best = argmax(x, 1, true);
+  const Tensor picked = take_along_axis(x, best, 1);
+  TESSERA_CHECK_CLOSE(picked, to_ref(amax(x, {1}, true)));
+  const Tensor col = from_vector<int64_t>({0, 2}, {1, 2}).to(device());
+  CHECK(take_along_axis(x, col, 1).shape() == Shape{3, 2});
+}
+
+TEST_CASE("scatter_add accumulates duplicate indices deterministically") {
+  uint64_t seed = 90;
+  for (DType dt : {DType::f32, DType::f64, DType::i32}) {
+    for (int64_t axis : {0, 1}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(axis);
+      const Tensor x = make_input({5, 4}, dt, ++seed, -3, 3);
+      const Tensor src = make_input({6, 4}, dt, ++seed, -3, 3, Layout::strided);
+      Generator g(seed);
+      const Shape ishape = axis == 0 ? Shape{6, 3} : Shape{5, 4};
+      const Tensor idx = randint(0, x.size(axis), ishape, DType::i64, kCPU, &g).to(device());
+      const Tensor src_fit = axis == 0 ? src : src.narrow(0, 0, 5);
+      const Tensor y = scatter_add(x, axis, idx, src_fit);
+      TESSERA_CHECK_CLOSE(y, ref::scatter_add(to_ref(x), axis, to_ref(idx), to_ref(src_fit)), Tolerance{1e-5, 1e-5});
+      CHECK(y.to_vector<double>() == scatter_add(x, axis, idx, src_fit).to_vector<double>());
+    }
+  }
+}
+
+TEST_CASE("one_hot and embedding") {
+  const Tensor labels = from_vector<int64_t>({2, 0, 3}, {3}).to(device());
+  const Tensor oh = one_hot(labels, 4);
+  CHECK(oh.dtype() == DType::i64);
+  CHECK(oh.to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1});
+  CHECK(one_hot(labels, -1).shape() == Shape{3, 4});
+  const Tensor w = make_input({10, 4}, DType::f32, 5);
+  const Tensor ids = from_vector<int32_t>({1, 9, 1, 0, 3, 3}, {2, 3}).to(device());
+  const Tensor e = embedding(w, ids);
+  CHECK(e.shape() == Shape{2, 3, 4});
+  ref::Ref want = ref::index_select(to_ref(w), 0, {1, 9, 1, 0, 3, 3});
+  want.shape = {2, 3, 4};
+  TESSERA_CHECK_CLOSE(e, want);
+}
+
+TEST_CASE("out-of-range indices throw naming the op and leave outputs untouched") {
+  const Tensor x = zeros({3, 4}, DType::f32, device());
+  const Tensor bad = from_vector<int64_t>({0, 3}, {2}).to(device());
+  TESSERA_CHECK_THROWS_WITH(index_select(x, 0, bad), "index_select: index 3 is out of range for axis 0 of size 3");
+  const Tensor neg = from_vector<int64_t>({0, -1, 0, 0}, {1, 4}).to(device());
+  TESSERA_CHECK_THROWS_WITH(gather(x, 0, neg), "gather: index -1 is out of range");
+  Tensor target = zeros({3, 4}, DType::f32, device());
+  const Tensor idx = from_vector<int64_t>({0, 1, 2, 7}, {1, 4}).to(device());
+  TESSERA_CHECK_THROWS_WITH(scatter_add_(target, 0, idx, ones({1, 4}, DType::f32, device())), "scatter_add: index 7");
+  CHECK(sum(target).item<float>() == 0.0f);
+  TESSERA_CHECK_THROWS_WITH(one_hot(from_vector<int64_t>({5}, {1}).to(device()), 3), "one_hot: labels must lie in [0, 3)");
+  TESSERA_CHECK_THROWS_WITH(index_select(x, 0, from_vector<float>({0}, {1}).to(device())), "index_select: index must be int32 or int64");
+}

@@ -1,0 +1,89 @@
+// The caching allocator: reuse, statistics, limits with OutOfMemory, and guard bytes.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "tessera/backend/allocator.h"
+#include "tessera/error.h"
+
+using namespace tessera;
+
+namespace {
+class CountingMemory final : public RawAllocator {
+ public:
+  int live = 0;
+  void* raw_alloc(size_t n) override {
+    ++live;
+    return std::aligned_alloc(64, (n + 63) / 64 * 64);
+  }
+  void raw_free(void* p) override {
+    --live;
+    std::free(p);
+  }
+  bool host_accessible() const override { return true; }
+};
+}  // namespace
+
+TEST_CASE("freed blocks are reused and statistics track use") {
+  CountingMemory mem;
+  CachingAllocator alloc("test", mem);
+  void* a = alloc.allocate(1000);
+  CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
+  auto s = alloc.stats();
+  CHECK(s.in_use_bytes == 1024);
+  CHECK(s.raw_allocations == 1);
+  alloc.deallocate(a);
+  void* b = alloc.allocate(900);  // same 1024-byte bucket
+  CHECK(b == a);
+  s = alloc.stats();
+  CHECK(s.cache_hits == 1);
+  CHECK(s.allocation_count == 2);
+  CHECK(s.peak_in_use_bytes == 1024);
+  void* big = alloc.allocate(3 << 20);
+  CHECK(alloc.stats().peak_in_use_bytes == 1024 + (3 << 20));
+  alloc.deallocate(big);
+  alloc.deallocate(b);
+  CHECK(alloc.stats().in_use_bytes == 0);
+  CHECK(mem.live == 2);
+  alloc.empty_cache();
+  CHECK(mem.live == 0);
+  CHECK(alloc.stats().reserved_bytes == 0);
+  void* z = alloc.allocate(0);
+  CHECK(z != nullptr);
+  alloc.deallocate(z);
+}
+
+TEST_CASE("the limit releases cached blocks first, then throws OutOfMemory with the stats") {
+  CountingMemory mem;
+  CachingAllocator alloc("test:0", mem);
+  alloc.set_limit(4 << 20);
+  void* a = alloc.allocate(2 << 20);
+  alloc.deallocate(a);                 // cached, still reserved
+  void* b = alloc.allocate(3 << 20);   // does not fit beside the cached block: cache is released
+  CHECK(mem.live == 1);
+  CHECK_THROWS_WITH_AS(alloc.allocate(2 << 20), doctest::Contains("allocate: test:0 cannot allocate"), OutOfMemory);
+  alloc.deallocate(b);
+  CHECK_THROWS_AS(alloc.set_limit(-1), Error);
+}
+
+TEST_CASE("guard bytes catch writes past the end of a block") {
+  CountingMemory mem;
+  CachingAllocator alloc("test", mem);
+  alloc.set_guards(true);
+  auto* p = static_cast<unsigned char*>(alloc.allocate(100));
+  std::memset(p, 1, 100);
+  alloc.deallocate(p);
+  CHECK(alloc.stats().guard_violations == 0);
+  p = static_cast<unsigned char*>(alloc.allocate(100));
+  p[100] = 7;  // one byte too far
+  alloc.deallocate(p);
+  CHECK(alloc.stats().guard_violations == 1);
+  p = static_cast<unsigned char*>(alloc.allocate(64));
+  p[-1] = 7;  // one byte before
+  alloc.deallocate(p);
+  CHECK(alloc.stats().guard_violations == 2);
+  int not_ours = 0;
+  alloc.deallocate(&not_ours);
+  CHECK(alloc.stats().guard_violations == 3);
+}
