@@ -65,27 +65,35 @@ void pack_b(const GemmOperand& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc
 
 // c[kMR x kNR] (row stride ldc) = (accumulate ? c : 0) + a_panel . b_panel
 #if defined(__AVX2__) && defined(__FMA__)
+// 12 named accumulators: written out so they stay in YMM registers at any -O level (an
+// array indexed in a loop the compiler does not fully unroll would spill to the stack).
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  __m256 acc[kMR][2];
-  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * kNR);
-    const __m256 b1 = _mm256_loadu_ps(b + k * kNR + 8);
-    for (int r = 0; r < kMR; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + k * kMR + r);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-    }
+#define TESSERA_ZERO(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+  TESSERA_ZERO(0) TESSERA_ZERO(1) TESSERA_ZERO(2) TESSERA_ZERO(3) TESSERA_ZERO(4) TESSERA_ZERO(5)
+#undef TESSERA_ZERO
+  for (int64_t k = 0; k < kc; ++k, a += kMR, b += kNR) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#define TESSERA_FMA(r)                                   \
+  {                                                      \
+    const __m256 av = _mm256_broadcast_ss(a + r);        \
+    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);          \
+    c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);          \
   }
-  for (int r = 0; r < kMR; ++r) {
-    float* row = c + r * ldc;
-    if (accumulate) {
-      acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_loadu_ps(row));
-      acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_loadu_ps(row + 8));
-    }
-    _mm256_storeu_ps(row, acc[r][0]);
-    _mm256_storeu_ps(row + 8, acc[r][1]);
+    TESSERA_FMA(0) TESSERA_FMA(1) TESSERA_FMA(2) TESSERA_FMA(3) TESSERA_FMA(4) TESSERA_FMA(5)
+#undef TESSERA_FMA
   }
+#define TESSERA_STORE(r)                                                                  \
+  {                                                                                       \
+    float* row = c + r * ldc;                                                             \
+    if (accumulate) {                                                                     \
+      c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(row));                              \
+      c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(row + 8));                          \
+    }                                                                                     \
+    _mm256_storeu_ps(row, c##r##0);                                                       \
+    _mm256_storeu_ps(row + 8, c##r##1);                                                   \
+  }
+  TESSERA_STORE(0) TESSERA_STORE(1) TESSERA_STORE(2) TESSERA_STORE(3) TESSERA_STORE(4) TESSERA_STORE(5)
+#undef TESSERA_STORE
 }
 #else
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
