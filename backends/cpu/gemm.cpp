@@ -96,16 +96,22 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 #undef TESSERA_STORE
 }
 #else
+// Portable path: two passes over 8 columns each, so the 6 x 8 accumulator block fits the 16
+// 128-bit registers of baseline x86-64 / NEON and the compiler keeps it there.
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  float acc[kMR][kNR] = {};
-  for (int64_t k = 0; k < kc; ++k) {
-    for (int r = 0; r < kMR; ++r) {
-      const float av = a[k * kMR + r];
-      for (int j = 0; j < kNR; ++j) acc[r][j] += av * b[k * kNR + j];
+  for (int half = 0; half < 2; ++half) {
+    float acc[kMR][8] = {};
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* bk = b + k * kNR + half * 8;
+      for (int r = 0; r < kMR; ++r) {
+        const float av = a[k * kMR + r];
+        for (int j = 0; j < 8; ++j) acc[r][j] += av * bk[j];
+      }
     }
-  }
-  for (int r = 0; r < kMR; ++r) {
-    for (int j = 0; j < kNR; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + acc[r][j];
+    for (int r = 0; r < kMR; ++r) {
+      float* row = c + r * ldc + half * 8;
+      for (int j = 0; j < 8; ++j) row[j] = (accumulate ? row[j] : 0.0f) + acc[r][j];
+    }
   }
 }
 #endif

@@ -84,3 +84,18 @@ TEST_CASE("the CPU backend fills every entry of the op list") {
   CHECK(cpu.device_info(0).compute_units >= 1);
   CHECK(missing_backends().size() + registered_backends().size() >= 5);
 }
+
+TEST_CASE("streams and events on the CPU backend run synchronously and time in order") {
+  Backend& cpu = backend_for(DeviceType::cpu);
+  auto stream = cpu.new_stream(0);
+  CHECK(stream->device() == kCPU);
+  auto start = cpu.new_event(0), stop = cpu.new_event(0);
+  start->record(*stream);
+  const Tensor big = ones({1 << 20});
+  CHECK(sum(big).item<double>() == static_cast<double>(1 << 20));
+  stop->record(*stream);
+  stop->synchronize();
+  stream->synchronize();
+  CHECK(stop->elapsed_ms(*start) >= 0.0);
+  synchronize(kCPU);
+}

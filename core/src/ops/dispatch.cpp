@@ -26,8 +26,8 @@ Device common_device(std::initializer_list<const Tensor*> tensors, const char* o
 
 void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::span<Tensor> outputs,
                 const OpAttrs& attrs) {
-  const std::string name(op_name(op));
-  Backend& backend = backend_for_device(device, name.c_str());
+  const char* name = op_name(op).data();  // names are string literals, so NUL-terminated
+  Backend& backend = backend_for_device(device, name);
   KernelFn fn = backend.kernels()[op];
   if (!fn) throw NotImplemented(concat(name, ": not implemented on ", backend.name()));
   fn(KernelCall{op, inputs, outputs, attrs});
