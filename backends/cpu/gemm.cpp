@@ -129,6 +129,15 @@ void epilogue_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0
 }
 }  // namespace
 
+// Defined here, in a kernel translation unit, so it reports the flags the kernels got.
+const char* simd_path() {
+#if defined(__AVX2__) && defined(__FMA__)
+  return "avx2+fma";
+#else
+  return "generic";
+#endif
+}
+
 void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue, bool parallel) {
   if (m <= 0 || n <= 0) return;

@@ -115,13 +115,6 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
                     [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
 }
 
-const char* simd_path() {
-#if defined(__AVX2__) && defined(__FMA__)
-  return "avx2+fma";
-#else
-  return "generic";
-#endif
-}
 
 }  // namespace cpu
 
