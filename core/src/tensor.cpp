@@ -5,6 +5,7 @@
 #include <numeric>
 #include <optional>
 
+#include "autograd/record.h"
 #include "tessera/backend/registry.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -26,6 +27,23 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Strides stride
 namespace {
 Tensor with_geometry(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
   return detail::make_tensor(t.storage(), std::move(shape), std::move(strides), offset, t.dtype());
+}
+
+// Records a view op: the gradient of a view is the incoming gradient reshaped back, or
+// written into the viewed region of a zero tensor of the base's shape.
+Tensor record_view(const char* name, const Tensor& base, Tensor out, autograd::BackwardFn fn) {
+  if (autograd::needs_grad({&base})) autograd::record(name, {base}, out, std::move(fn));
+  return out;
+}
+autograd::BackwardFn reshape_back(const Shape& shape) {
+  return [shape](const Tensor& g) { return std::vector<Tensor>{g.reshape(shape)}; };
+}
+template <class F> autograd::BackwardFn scatter_back(const Tensor& base, F region) {
+  return [shape = base.shape(), dt = base.dtype(), dev = base.device(), region](const Tensor& g) {
+    Tensor gx = zeros(shape, dt, dev);
+    region(gx).copy_(g);
+    return std::vector<Tensor>{gx};
+  };
 }
 
 // Resolves one -1 and checks the element count.
@@ -123,13 +141,13 @@ Tensor Tensor::view(const Shape& requested) const {
   auto strides = view_strides(this->shape(), this->strides(), shape);
   TESSERA_CHECK(strides.has_value(), "view", "shape ", shape_str(shape), " is incompatible with the strides of a ",
                 shape_str(this->shape()), " tensor (use reshape, which copies)");
-  return with_geometry(*this, shape, *strides, offset());
+  return record_view("view", *this, with_geometry(*this, shape, *strides, offset()), reshape_back(this->shape()));
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
   const Shape shape = infer_shape(requested, numel(), this->shape(), "reshape");
   if (auto strides = view_strides(this->shape(), this->strides(), shape)) {
-    return with_geometry(*this, shape, *strides, offset());
+    return record_view("reshape", *this, with_geometry(*this, shape, *strides, offset()), reshape_back(this->shape()));
   }
   return contiguous().view(shape);
 }
@@ -147,7 +165,10 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
     shape[i] = this->shape()[a];
     strides[i] = this->strides()[a];
   }
-  return with_geometry(*this, shape, strides, offset());
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[normalize_axis(order[i], dim(), "permute")] = static_cast<int64_t>(i);
+  return record_view("permute", *this, with_geometry(*this, shape, strides, offset()),
+                     [inverse](const Tensor& g) { return std::vector<Tensor>{g.permute(inverse)}; });
 }
 
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
@@ -170,7 +191,8 @@ Tensor Tensor::slice(int64_t axis, int64_t start, int64_t stop, int64_t step) co
   Strides strides = this->strides();
   shape[axis] = (stop - start + step - 1) / step;
   strides[axis] *= step;
-  return with_geometry(*this, shape, strides, offset() + start * this->strides()[axis]);
+  return record_view("slice", *this, with_geometry(*this, shape, strides, offset() + start * this->strides()[axis]),
+                     scatter_back(*this, [=](const Tensor& gx) { return gx.slice(axis, start, stop, step); }));
 }
 
 Tensor Tensor::narrow(int64_t axis, int64_t start, int64_t length) const {
@@ -182,7 +204,8 @@ Tensor Tensor::narrow(int64_t axis, int64_t start, int64_t length) const {
                 ") out of bounds for axis ", axis, " of size ", n);
   Shape shape = this->shape();
   shape[axis] = length;
-  return with_geometry(*this, shape, strides(), offset() + start * strides()[axis]);
+  return record_view("narrow", *this, with_geometry(*this, shape, strides(), offset() + start * strides()[axis]),
+                     scatter_back(*this, [=](const Tensor& gx) { return gx.narrow(axis, start, length); }));
 }
 
 Tensor Tensor::select(int64_t axis, int64_t index) const {
@@ -196,7 +219,8 @@ Tensor Tensor::select(int64_t axis, int64_t index) const {
   const int64_t off = offset() + index * strides[axis];
   shape.erase(shape.begin() + axis);
   strides.erase(strides.begin() + axis);
-  return with_geometry(*this, shape, strides, off);
+  return record_view("select", *this, with_geometry(*this, shape, strides, off),
+                     scatter_back(*this, [=](const Tensor& gx) { return gx.select(axis, index); }));
 }
 
 Tensor Tensor::expand(const Shape& target) const {
@@ -218,7 +242,9 @@ Tensor Tensor::expand(const Shape& target) const {
     shape[i] = want;
     strides[i] = have == want ? this->strides()[i - lead] : 0;
   }
-  return with_geometry(*this, shape, strides, offset());
+  // The engine sums incoming gradients down to the base's shape.
+  return record_view("expand", *this, with_geometry(*this, shape, strides, offset()),
+                     [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor Tensor::squeeze() const {
@@ -230,7 +256,7 @@ Tensor Tensor::squeeze() const {
       strides.push_back(this->strides()[d]);
     }
   }
-  return with_geometry(*this, shape, strides, offset());
+  return record_view("squeeze", *this, with_geometry(*this, shape, strides, offset()), reshape_back(this->shape()));
 }
 
 Tensor Tensor::squeeze(int64_t axis) const {
@@ -241,7 +267,7 @@ Tensor Tensor::squeeze(int64_t axis) const {
   Strides strides = this->strides();
   shape.erase(shape.begin() + axis);
   strides.erase(strides.begin() + axis);
-  return with_geometry(*this, shape, strides, offset());
+  return record_view("squeeze", *this, with_geometry(*this, shape, strides, offset()), reshape_back(this->shape()));
 }
 
 Tensor Tensor::unsqueeze(int64_t axis) const {
@@ -251,7 +277,7 @@ Tensor Tensor::unsqueeze(int64_t axis) const {
   const int64_t stride = axis < dim() ? strides[axis] * shape[axis] : 1;
   shape.insert(shape.begin() + axis, 1);
   strides.insert(strides.begin() + axis, stride);
-  return with_geometry(*this, shape, strides, offset());
+  return record_view("unsqueeze", *this, with_geometry(*this, shape, strides, offset()), reshape_back(this->shape()));
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
@@ -271,15 +297,21 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
-  out.copy_(*this);
-  return out;
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  return record_view("clone", *this, out, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
   Tensor out = empty(shape(), dtype(), device);
-  out.copy_(*this);
-  return out;
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  return record_view("to", *this, out, [from = this->device()](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
 Tensor Tensor::to(DType dtype) const { return dtype == this->dtype() ? *this : cast(*this, dtype); }

@@ -2,6 +2,7 @@
 // Tensor: a handle (value semantics, cheap to copy) to a TensorImpl, which is a strided view
 // of a ref-counted Storage. Copies of a Tensor share everything; views share the storage.
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -94,6 +95,26 @@ class Tensor {
   Tensor& div_(const Tensor& other);
   Tensor& add_(double other);
   Tensor& mul_(double other);
+
+  // ---- autograd (see tessera/autograd.h) ----
+  bool requires_grad() const;
+  /** Marks a leaf as requiring grad (float dtypes only). Returns *this. */
+  Tensor& set_requires_grad(bool on = true);
+  /** Accumulated gradient (undefined until a backward pass reaches this tensor). */
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  /** True for tensors not produced by a recorded op. */
+  bool is_leaf() const;
+  /** Name of the op that produced this tensor ("" for leaves). */
+  std::string grad_fn_name() const;
+  /** Back-propagates from this tensor; `grad` defaults to 1 for a scalar. */
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  /** Same data, no history, requires_grad false. */
+  Tensor detach() const;
+  /** Calls `hook(grad)` when this tensor's gradient is computed; a defined result replaces it. */
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  /** Keeps .grad() of a non-leaf tensor after backward. */
+  void retain_grad() const;
 
   /** PyTorch-style repr: tensor([[1., 2.], [3., 4.]], dtype=float64). */
   std::string str() const;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "dispatch.h"
+#include "tessera/autograd.h"
 #include "tessera/backend/registry.h"
 #include "tessera/ops/elementwise.h"
 
@@ -48,6 +49,8 @@ Tensor full_like(const Tensor& like, Scalar value) { return full(like.shape(), v
 Tensor scalar_tensor(Scalar value, DType dtype, Device device) { return full({}, value, dtype, device); }
 
 Tensor& Tensor::fill_(double value) {
+  TESSERA_CHECK(!grad_enabled() || !requires_grad(), "fill_",
+                "in-place ops on tensors that require grad are not recorded; run them under NoGradGuard");
   if (numel() == 0) return *this;
   OpAttrs attrs;
   attrs.scalar = value;

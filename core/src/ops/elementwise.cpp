@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "autograd/record.h"
 #include "dispatch.h"
 #include "tessera/backend/registry.h"
 #include "tessera/ops/creation.h"
@@ -24,6 +25,7 @@ Tensor unary(OpId op, const Tensor& x) {
   const Tensor in = to_float ? cast(x, DType::f32) : x;
   Tensor out = empty(x.shape(), in.dtype(), x.device());
   if (out.numel() > 0) run_kernel(op, x.device(), std::span<const Tensor>(&in, 1), std::span<Tensor>(&out, 1));
+  if (autograd::needs_grad({&x})) autograd::record_unary(op, x, out);
   return out;
 }
 
@@ -42,9 +44,14 @@ Tensor binary_in(OpId op, const Tensor& a, const Tensor& b, DType common) {
     default: break;
   }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  const Tensor in[2] = {detail::expand_to(a.to(compute), shape), detail::expand_to(b.to(compute), shape)};
+  const bool rec = autograd::needs_grad({&a, &b});
   Tensor out = empty(shape, result, a.device());
-  if (out.numel() > 0) run_kernel(op, a.device(), in, std::span<Tensor>(&out, 1));
+  {
+    NoGradGuard no_grad;
+    const Tensor in[2] = {detail::expand_to(a.to(compute), shape), detail::expand_to(b.to(compute), shape)};
+    if (out.numel() > 0) run_kernel(op, a.device(), in, std::span<Tensor>(&out, 1));
+  }
+  if (rec) autograd::record_binary(op, a, b, out);
   return out;
 }
 
@@ -145,10 +152,19 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   TESSERA_CHECK(cond.dtype() == DType::boolean, "where", "condition must be bool, got ", cond.dtype());
   const DType dt = promote_types(a.dtype(), b.dtype());
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  const Tensor in[3] = {detail::expand_to(cond, shape), detail::expand_to(a.to(dt), shape),
-                        detail::expand_to(b.to(dt), shape)};
   Tensor out = empty(shape, dt, device);
-  if (out.numel() > 0) run_kernel(OpId::Where, device, in, std::span<Tensor>(&out, 1));
+  {
+    NoGradGuard no_grad;
+    const Tensor in[3] = {detail::expand_to(cond, shape), detail::expand_to(a.to(dt), shape),
+                          detail::expand_to(b.to(dt), shape)};
+    if (out.numel() > 0) run_kernel(OpId::Where, device, in, std::span<Tensor>(&out, 1));
+  }
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("where", {a, b}, out, [c = cond](const Tensor& g) {
+      const Tensor zero = zeros({}, g.dtype(), g.device());
+      return std::vector<Tensor>{where(c, g, zero), where(c, zero, g)};
+    });
+  }
   return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
@@ -173,7 +189,13 @@ Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w) { return add(a, m
 Tensor cast(const Tensor& x, DType dtype) {
   detail::check_defined(x, "cast");
   Tensor out = empty(x.shape(), dtype, x.device());
-  out.copy_(x);
+  {
+    NoGradGuard no_grad;
+    out.copy_(x);
+  }
+  if (is_floating(dtype) && autograd::needs_grad({&x})) {
+    autograd::record("cast", {x}, out, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  }
   return out;
 }
 
@@ -211,6 +233,9 @@ void transfer_into(Tensor& dst, const Tensor& src) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_defined(src, "copy_", "source");
+  TESSERA_CHECK(!grad_enabled() || (!requires_grad() && !src.requires_grad()), "copy_",
+                "in-place ops on tensors that require grad are not recorded; run them under NoGradGuard "
+                "(optimizer updates) or use out-of-place ops");
   TESSERA_CHECK(src.dim() <= dim(), "copy_", "cannot broadcast source ", shape_str(src.shape()), " to destination ",
                 shape_str(shape()));
   if (numel() == 0) {

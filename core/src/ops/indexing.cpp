@@ -1,5 +1,6 @@
 #include "tessera/ops/indexing.h"
 
+#include "autograd/record.h"
 #include "dispatch.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -17,9 +18,19 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
   attrs.axis = normalize_axis(axis, x.dim(), "index_select");
   Shape shape = x.shape();
   shape[attrs.axis] = index.numel();
-  const Tensor in[2] = {x, index.reshape({-1})};
+  const Tensor in[2] = {x.detach(), index.reshape({-1})};
   Tensor out = empty(shape, x.dtype(), device);
   if (out.numel() > 0) detail::run_kernel(OpId::IndexSelect, device, in, std::span<Tensor>(&out, 1), attrs);
+  if (autograd::needs_grad({&x})) {
+    autograd::record("index_select", {x}, out, [shape = x.shape(), idx = in[1], axis = attrs.axis](const Tensor& g) {
+      // Rows picked twice receive both gradients: scatter_add with the index spread over g.
+      Shape ishape(static_cast<size_t>(g.dim()), 1);
+      ishape[axis] = idx.numel();
+      Tensor gx = zeros(shape, g.dtype(), g.device());
+      scatter_add_(gx, axis, idx.reshape(ishape).expand(g.shape()), g);
+      return std::vector<Tensor>{gx};
+    });
+  }
   return out;
 }
 
@@ -35,9 +46,16 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
     TESSERA_CHECK(d == attrs.axis || index.size(d) <= x.size(d), "gather", "index ", shape_str(index.shape()),
                   " is larger than input ", shape_str(x.shape()), " outside axis ", attrs.axis);
   }
-  const Tensor in[2] = {x, index};
+  const Tensor in[2] = {x.detach(), index};
   Tensor out = empty(index.shape(), x.dtype(), device);
   if (out.numel() > 0) detail::run_kernel(OpId::Gather, device, in, std::span<Tensor>(&out, 1), attrs);
+  if (autograd::needs_grad({&x})) {
+    autograd::record("gather", {x}, out, [shape = x.shape(), index, axis = attrs.axis](const Tensor& g) {
+      Tensor gx = zeros(shape, g.dtype(), g.device());
+      scatter_add_(gx, axis, index, g);
+      return std::vector<Tensor>{gx};
+    });
+  }
   return out;
 }
 
@@ -67,8 +85,22 @@ Tensor& scatter_add_(Tensor& x, int64_t axis, const Tensor& index, const Tensor&
 
 Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
   detail::check_defined(x, "scatter_add");
-  Tensor out = x.clone();
-  scatter_add_(out, axis, index, src);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = x.clone();
+    scatter_add_(out, axis, index, src);
+  }
+  if (autograd::needs_grad({&x, &src})) {
+    autograd::record("scatter_add", {x, src}, out, [index, axis, src_shape = src.shape()](const Tensor& g) {
+      // The source's gradient is gathered back; positions outside the index's extent get 0.
+      Tensor gs = zeros(src_shape, g.dtype(), g.device());
+      Tensor part = gs;
+      for (int64_t d = 0; d < gs.dim(); ++d) part = part.narrow(d, 0, index.size(d));
+      part.copy_(gather(g, axis, index));
+      return std::vector<Tensor>{g, gs};
+    });
+  }
   return out;
 }
 

@@ -1,6 +1,9 @@
 #include "tessera/ops/linalg.h"
 
+#include "autograd/record.h"
 #include "dispatch.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/reduction.h"
 #include "tessera/ops/creation.h"
 
 namespace tessera {
@@ -24,11 +27,24 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   a_shape.insert(a_shape.end(), {m, k});
   b_shape.insert(b_shape.end(), {k, n});
   out_shape.insert(out_shape.end(), {m, n});
-  const Tensor in[2] = {detail::expand_to(A, a_shape), detail::expand_to(B, b_shape)};
   Tensor out = empty(out_shape, a.dtype(), device);
-  if (out.numel() > 0) detail::run_kernel(OpId::Matmul, device, in, std::span<Tensor>(&out, 1));
-  if (a.dim() == 1) out = out.squeeze(-2);
-  if (b.dim() == 1) out = out.squeeze(-1);
+  {
+    NoGradGuard no_grad;
+    const Tensor in[2] = {detail::expand_to(A, a_shape), detail::expand_to(B, b_shape)};
+    if (out.numel() > 0) detail::run_kernel(OpId::Matmul, device, in, std::span<Tensor>(&out, 1));
+    if (a.dim() == 1) out = out.squeeze(-2);
+    if (b.dim() == 1) out = out.squeeze(-1);
+  }
+  if (autograd::needs_grad({&a, &b})) {
+    // Work on the 2-D+ forms; the engine sums broadcast batch axes back to each input.
+    autograd::record("matmul", {a, b}, out,
+                     [A = autograd::saved(A), B = autograd::saved(B), out_shape, as = a.shape(), bs = b.shape()](const Tensor& g) {
+                       const Tensor g2 = g.reshape(out_shape);
+                       Tensor ga = autograd::sum_to(matmul(g2, B.mT()), A.shape()).reshape(as);
+                       Tensor gb = autograd::sum_to(matmul(A.mT(), g2), B.shape()).reshape(bs);
+                       return std::vector<Tensor>{ga, gb};
+                     });
+  }
   return out;
 }
 
@@ -51,6 +67,35 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   }
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    if (activation != Activation::none) {
+      // Training path: the activation is recorded as its own op so its derivative is known.
+      const Tensor z = linear(x, weight, bias, Activation::none);
+      switch (activation) {
+        case Activation::relu: return relu(z);
+        case Activation::gelu: return gelu(z, false);
+        case Activation::gelu_tanh: return gelu(z, true);
+        case Activation::silu: return silu(z);
+        case Activation::sigmoid: return sigmoid(z);
+        case Activation::tanh: return tanh(z);
+        case Activation::none: break;
+      }
+    }
+    Tensor out;
+    {
+      NoGradGuard no_grad;
+      out = linear(x, weight, bias, Activation::none);
+    }
+    autograd::record("linear", {x, weight, bias}, out,
+                     [xs = autograd::saved(x), w = autograd::saved(weight), has_bias = bias.defined()](const Tensor& g) {
+                       const int64_t n = w.size(0), k = w.size(1);
+                       const Tensor g2 = g.reshape({-1, n});
+                       const Tensor x2 = xs.reshape({-1, k});
+                       return std::vector<Tensor>{matmul(g2, w).reshape(xs.shape()), matmul(g2.mT(), x2),
+                                                  has_bias ? sum(g2, {0}) : Tensor()};
+                     });
+    return out;
+  }
   const Tensor in[3] = {x.reshape({-1, in_features}), weight, bias};
   Tensor out = empty({in[0].size(0), out_features}, x.dtype(), device);
   if (out.numel() > 0) {

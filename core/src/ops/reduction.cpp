@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/record.h"
 #include "dispatch.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -47,7 +48,7 @@ Tensor reduce(OpId op, const Tensor& x, const Axes& axes_in, bool keepdim, DType
   const char* name = op_name(op).data();
   detail::check_defined(x, name);
   const Axes axes = normalize_axes(axes_in, x.dim(), name);
-  const Tensor in = x.to(out_dtype);
+  const Tensor in = x.to(out_dtype).detach();
   Tensor out = empty(reduced_shape(x.shape(), axes, false), out_dtype, x.device());
   if (out.numel() > 0) {
     OpAttrs attrs;
@@ -69,27 +70,56 @@ void check_nonempty(const Tensor& x, const Axes& axes_in, const char* op) {
 Tensor finite_or_zero(const Tensor& m) { return where(lt(abs(m), INFINITY), m, 0.0); }
 }  // namespace
 
+namespace {
+// The gradient of a reduction arrives with the reduced shape; view it with the reduced axes
+// kept (size 1) so it broadcasts against the input.
+Tensor keepdim_view(const Tensor& g, const Shape& in_shape, const Axes& axes_in) {
+  return g.reshape(reduced_shape(in_shape, normalize_axes(axes_in, static_cast<int64_t>(in_shape.size()), "backward"), true));
+}
+}  // namespace
+
 Tensor sum(const Tensor& x, const Axes& axes, bool keepdim) {
   detail::check_defined(x, "sum");
-  return reduce(OpId::Sum, x, axes, keepdim, accumulate_type(x.dtype()));
+  Tensor out = reduce(OpId::Sum, x, axes, keepdim, accumulate_type(x.dtype()));
+  if (autograd::needs_grad({&x})) {
+    autograd::record("sum", {x}, out, [shape = x.shape(), axes](const Tensor& g) {
+      return std::vector<Tensor>{keepdim_view(g, shape, axes).expand(shape)};
+    });
+  }
+  return out;
 }
 
 Tensor prod(const Tensor& x, const Axes& axes, bool keepdim) {
   detail::check_defined(x, "prod");
-  return reduce(OpId::Prod, x, axes, keepdim, accumulate_type(x.dtype()));
+  Tensor out = reduce(OpId::Prod, x, axes, keepdim, accumulate_type(x.dtype()));
+  if (autograd::needs_grad({&x})) {
+    // NOTE: out / x is NaN where x == 0; products through zeros need the exclusive product.
+    autograd::record("prod", {x}, out, [xs = autograd::saved(x), y = autograd::saved(out), axes](const Tensor& g) {
+      return std::vector<Tensor>{mul(keepdim_view(mul(g, y), xs.shape(), axes), reciprocal(xs))};
+    });
+  }
+  return out;
 }
 
-Tensor amax(const Tensor& x, const Axes& axes, bool keepdim) {
-  detail::check_defined(x, "max");
-  check_nonempty(x, axes, "max");
-  return reduce(OpId::Max, x, axes, keepdim, x.dtype());
+namespace {
+Tensor extreme(OpId op, const char* name, const Tensor& x, const Axes& axes, bool keepdim) {
+  detail::check_defined(x, name);
+  check_nonempty(x, axes, name);
+  Tensor out = reduce(op, x, axes, keepdim, x.dtype());
+  if (autograd::needs_grad({&x})) {
+    // Ties share the gradient evenly.
+    autograd::record(name, {x}, out, [xs = autograd::saved(x), y = autograd::saved(out), axes](const Tensor& g) {
+      const Tensor hit = eq(xs, keepdim_view(y, xs.shape(), axes)).to(g.dtype());
+      const Tensor count = sum(hit, axes, true);
+      return std::vector<Tensor>{div(mul(hit, keepdim_view(g, xs.shape(), axes)), count)};
+    });
+  }
+  return out;
 }
+}  // namespace
 
-Tensor amin(const Tensor& x, const Axes& axes, bool keepdim) {
-  detail::check_defined(x, "min");
-  check_nonempty(x, axes, "min");
-  return reduce(OpId::Min, x, axes, keepdim, x.dtype());
-}
+Tensor amax(const Tensor& x, const Axes& axes, bool keepdim) { return extreme(OpId::Max, "max", x, axes, keepdim); }
+Tensor amin(const Tensor& x, const Axes& axes, bool keepdim) { return extreme(OpId::Min, "min", x, axes, keepdim); }
 
 Tensor mean(const Tensor& x, const Axes& axes, bool keepdim) {
   detail::check_defined(x, "mean");
@@ -144,7 +174,7 @@ Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdim) {
   detail::check_defined(x, "logsumexp");
   const Tensor xf = x.to(to_floating(x.dtype()));
   // Shifting by a non-finite max would turn an all -inf slice into NaN; shift by 0 there.
-  const Tensor shift = finite_or_zero(amax(xf, axes, true));
+  const Tensor shift = finite_or_zero(amax(xf.detach(), axes, true));
   Tensor r = add(log(sum(exp(sub(xf, shift)), axes, true)), shift);
   if (!keepdim) r = r.view(reduced_shape(x.shape(), normalize_axes(axes, x.dim(), "logsumexp"), false));
   return r;
@@ -186,9 +216,15 @@ Tensor cumsum(const Tensor& x, int64_t axis) {
   }
   OpAttrs attrs;
   attrs.axis = normalize_axis(axis, x.dim(), "cumsum");
-  const Tensor in = x.to(accumulate_type(x.dtype()));
+  const Tensor in = x.to(accumulate_type(x.dtype())).detach();
   Tensor out = empty(x.shape(), in.dtype(), x.device());
   if (out.numel() > 0) run_kernel(OpId::Cumsum, x.device(), std::span<const Tensor>(&in, 1), std::span<Tensor>(&out, 1), attrs);
+  if (autograd::needs_grad({&x})) {
+    // Reverse cumulative sum: total - (inclusive prefix) + self.
+    autograd::record("cumsum", {x}, out, [axis = attrs.axis](const Tensor& g) {
+      return std::vector<Tensor>{add(sub(sum(g, {axis}, true), cumsum(g, axis)), g)};
+    });
+  }
   return out;
 }
 
@@ -202,9 +238,21 @@ Tensor softmax_like(OpId op, const Tensor& x, int64_t axis) {
   }
   OpAttrs attrs;
   attrs.axis = normalize_axis(axis, x.dim(), name);
-  const Tensor in = x.to(to_floating(x.dtype()));
+  const Tensor in = x.to(to_floating(x.dtype())).detach();
   Tensor out = empty(x.shape(), in.dtype(), x.device());
   if (out.numel() > 0) run_kernel(op, x.device(), std::span<const Tensor>(&in, 1), std::span<Tensor>(&out, 1), attrs);
+  if (autograd::needs_grad({&x})) {
+    const int64_t a = attrs.axis;
+    if (op == OpId::Softmax) {
+      autograd::record(name, {x}, out, [y = autograd::saved(out), a](const Tensor& g) {
+        return std::vector<Tensor>{mul(y, sub(g, sum(mul(g, y), {a}, true)))};
+      });
+    } else {
+      autograd::record(name, {x}, out, [y = autograd::saved(out), a](const Tensor& g) {
+        return std::vector<Tensor>{sub(g, mul(exp(y), sum(g, {a}, true)))};
+      });
+    }
+  }
   return out;
 }
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tessera/ops/shape_ops.h"
 
+#include "autograd/record.h"
 #include "dispatch.h"
 #include "tessera/ops/creation.h"
 
@@ -25,10 +26,20 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t axis) {
     dtype = promote_types(dtype, t.dtype());
   }
   Tensor out = empty(shape, dtype, first.device());
-  int64_t offset = 0;
-  for (const Tensor& t : tensors) {
-    out.narrow(axis, offset, t.size(axis)).copy_(t);
-    offset += t.size(axis);
+  bool rec = false;
+  {
+    NoGradGuard no_grad;
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+      out.narrow(axis, offset, t.size(axis)).copy_(t);
+      offset += t.size(axis);
+    }
+  }
+  for (const Tensor& t : tensors) rec = rec || autograd::needs_grad({&t});
+  if (rec) {
+    std::vector<int64_t> sizes;
+    for (const Tensor& t : tensors) sizes.push_back(t.size(axis));
+    autograd::record("cat", tensors, out, [sizes, axis](const Tensor& g) { return split(g, sizes, axis); });
   }
   return out;
 }

@@ -1,0 +1,68 @@
+#pragma once
+// Reverse-mode automatic differentiation. Ops record a Node on their output when grad mode
+// is on and an input requires grad; Tensor::backward() walks the graph in reverse
+// topological order. Every rule (vjp) is written with public ops, so every backend gets
+// backward for free. The graph is freed after backward unless retain_graph is set.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+class Node;
+
+/** Where a gradient flows: input `input_nr` of `node` (a grad-accumulator for leaves). */
+struct Edge {
+  std::shared_ptr<Node> node;
+  Shape shape;   // the input's shape: incoming gradients are summed down to it (broadcasting)
+  DType dtype = DType::f32;  // and converted to its dtype
+};
+
+using TensorHook = std::function<Tensor(const Tensor&)>;
+
+/** One recorded op: maps the gradient of its output to gradients of its inputs. */
+class Node {
+ public:
+  virtual ~Node() = default;
+  /** One gradient per edge in `next` (undefined = no gradient). */
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  /** Drops saved tensors; a released node cannot run again. */
+  virtual void release() {}
+  virtual std::string name() const = 0;
+  std::vector<Edge> next;
+  std::vector<TensorHook> pre_hooks;  ///< run on the incoming gradient (Tensor::register_hook)
+};
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;      ///< null for leaves
+  std::shared_ptr<Node> accumulator;  ///< leaves: the node that accumulates into `grad`
+};
+
+/** True when ops record the graph on this thread (default true). */
+bool grad_enabled();
+void set_grad_enabled(bool on);
+
+/** Disables recording for its scope (like torch.no_grad()). */
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/**
+ * Back-propagates from `roots` with `grads` (one per root; undefined means ones for a
+ * scalar root). Throws if a root does not require grad or a non-scalar root has no grad.
+ */
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+
+}  // namespace tessera

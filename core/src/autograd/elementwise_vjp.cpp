@@ -1,0 +1,105 @@
+// vjp rules of the elementwise ops, written with public ops only.
+#include <cmath>
+
+#include "record.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+
+namespace tessera::autograd {
+
+namespace {
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+// d/dx of op at x, given y = op(x); multiplied by the incoming gradient by the caller.
+Tensor unary_derivative(OpId op, const Tensor& x, const Tensor& y) {
+  switch (op) {
+    case OpId::Neg: return full_like(x, -1);
+    case OpId::Abs: return sign(x);
+    case OpId::Sign:
+    case OpId::Floor:
+    case OpId::Ceil:
+    case OpId::Round: return zeros_like(x);  // piecewise constant
+    case OpId::Square: return mul(x, 2);
+    // NOTE: a comparison, not y / x: the derivative at 0 is defined as 0 (like PyTorch).
+    case OpId::Relu: return gt(x, 0).to(x.dtype());
+    case OpId::Exp: return y;
+    case OpId::Expm1: return add(y, 1);
+    case OpId::Log: return reciprocal(x);
+    case OpId::Log1p: return reciprocal(add(x, 1));
+    case OpId::Sqrt: return div(0.5, y);
+    case OpId::Rsqrt: return mul(pow(y, 3), -0.5);
+    case OpId::Reciprocal: return neg(square(y));
+    case OpId::Sin: return cos(x);
+    case OpId::Cos: return neg(sin(x));
+    case OpId::Tanh: return sub(1, square(y));
+    case OpId::Sigmoid: return mul(y, sub(1, y));
+    case OpId::Gelu: {  // Phi(x) + x * phi(x)
+      const Tensor cdf = mul(add(erf(mul(x, kInvSqrt2)), 1), 0.5);
+      const Tensor pdf = mul(exp(mul(square(x), -0.5)), kInvSqrt2Pi);
+      return add(cdf, mul(x, pdf));
+    }
+    case OpId::GeluTanh: {
+      const Tensor inner = mul(add(x, mul(pow(x, 3), 0.044715)), kSqrt2OverPi);
+      const Tensor t = tanh(inner);
+      const Tensor dinner = mul(add(mul(square(x), 3 * 0.044715), 1), kSqrt2OverPi);
+      return add(mul(add(t, 1), 0.5), mul(mul(mul(x, 0.5), sub(1, square(t))), dinner));
+    }
+    case OpId::Silu: {
+      const Tensor s = sigmoid(x);
+      return mul(s, add(1, mul(x, sub(1, s))));
+    }
+    case OpId::Softplus: return sigmoid(x);
+    case OpId::Erf: return mul(exp(neg(square(x))), 2.0 / std::sqrt(M_PI));
+    default: break;
+  }
+  throw Error(detail::concat(op_name(op), ": no gradient rule"));
+}
+}  // namespace
+
+void record_unary(OpId op, const Tensor& x, Tensor& out) {
+  record(op_name(op).data(), {x}, out, [op, x = saved(x), y = saved(out)](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, unary_derivative(op, x, y))};
+  });
+}
+
+void record_binary(OpId op, const Tensor& a_in, const Tensor& b_in, Tensor& out) {
+  const DTypePolicy policy = op_info(op).policy;
+  if (policy == DTypePolicy::Compare || policy == DTypePolicy::Logical) return;  // bool results
+  const DType dt = out.dtype();
+  const Tensor a = saved(a_in).to(dt), b = saved(b_in).to(dt), y = saved(out);
+  BackwardFn fn;
+  switch (op) {
+    case OpId::Add: fn = [](const Tensor& g) { return std::vector<Tensor>{g, g}; }; break;
+    case OpId::Sub: fn = [](const Tensor& g) { return std::vector<Tensor>{g, neg(g)}; }; break;
+    case OpId::Mul: fn = [a, b](const Tensor& g) { return std::vector<Tensor>{mul(g, b), mul(g, a)}; }; break;
+    case OpId::Div:
+      fn = [b, y](const Tensor& g) {
+        const Tensor ga = div(g, b);
+        return std::vector<Tensor>{ga, neg(mul(ga, y))};
+      };
+      break;
+    case OpId::Pow:
+      fn = [a, b, y](const Tensor& g) {
+        // d/da = b * a^(b-1); d/db = a^b * log(a), taken as 0 where a == 0 (like PyTorch).
+        const Tensor ga = mul(g, mul(b, pow(a, sub(b, 1))));
+        const Tensor logs = where(eq(a, 0), zeros_like(a), log(a));
+        return std::vector<Tensor>{ga, mul(g, mul(y, logs))};
+      };
+      break;
+    case OpId::Maximum:
+    case OpId::Minimum:
+      fn = [a, b, op](const Tensor& g) {
+        // Ties split the gradient evenly, like PyTorch.
+        const Tensor wins = (op == OpId::Maximum ? gt(a, b) : lt(a, b)).to(g.dtype());
+        const Tensor share = add(wins, mul(eq(a, b).to(g.dtype()), 0.5));
+        return std::vector<Tensor>{mul(g, share), mul(g, sub(1, share))};
+      };
+      break;
+    default: throw Error(detail::concat(op_name(op), ": no gradient rule"));
+  }
+  record(op_name(op).data(), {a_in, b_in}, out, std::move(fn));
+}
+
+}  // namespace tessera::autograd

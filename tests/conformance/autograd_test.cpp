@@ -1,0 +1,165 @@
+// Autograd: finite-difference checks (f64) of every differentiable op of the core op list,
+// including broadcasting, views, non-contiguous inputs and indexing; plus engine behaviour
+// (accumulation, hooks, no_grad, detach, retain_graph, errors).
+#include "support/checks.h"
+#include "support/gradcheck.h"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+using V = std::vector<Tensor>;
+}
+
+TEST_CASE("gradients of unary ops") {
+  struct Case {
+    const char* name;
+    Tensor (*fn)(const Tensor&);
+    double lo, hi;
+  };
+  const Case cases[] = {
+      {"neg", &neg, -2, 2},           {"abs", &tessera::abs, 0.1, 2}, {"square", &square, -2, 2},
+      {"relu", &relu, -2, 2},         {"exp", &tessera::exp, -2, 2},  {"expm1", &tessera::expm1, -2, 2},
+      {"log", &tessera::log, 0.2, 3}, {"log1p", &tessera::log1p, -0.5, 2}, {"sqrt", &tessera::sqrt, 0.2, 3},
+      {"rsqrt", &rsqrt, 0.2, 3},      {"reciprocal", &reciprocal, 0.3, 3}, {"sin", &tessera::sin, -3, 3},
+      {"cos", &tessera::cos, -3, 3},  {"tanh", &tessera::tanh, -2, 2}, {"sigmoid", &sigmoid, -4, 4},
+      {"silu", &silu, -3, 3},         {"softplus", &softplus, -3, 3}, {"erf", &tessera::erf, -2, 2},
+      {"sign", &sign, 0.1, 2},        {"floor", &tessera::floor, 0.1, 0.9}, {"ceil", &tessera::ceil, 0.1, 0.9},
+      {"round", &tessera::round, 0.1, 0.4},
+  };
+  uint64_t seed = 1;
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    // A transposed (non-contiguous) view of the input exercises the strided kernels too.
+    TESSERA_CHECK_GRAD([&](const V& in) { return c.fn(in[0].mT()); }, {grad_input({3, 4}, ++seed, c.lo, c.hi)});
+  }
+  TESSERA_CHECK_GRAD([](const V& in) { return gelu(in[0], false); }, {grad_input({7}, 3, -3, 3)});
+  TESSERA_CHECK_GRAD([](const V& in) { return gelu(in[0], true); }, {grad_input({7}, 4, -3, 3)});
+}
+
+TEST_CASE("gradients of binary ops with broadcasting and scalars") {
+  uint64_t seed = 100;
+  using Fn = Tensor (*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, Fn> ops[] = {{"add", &add}, {"sub", &sub}, {"mul", &mul}, {"div", &div},
+                                            {"maximum", &maximum}, {"minimum", &minimum}, {"pow", &tessera::pow}};
+  for (const auto& [name, fn] : ops) {
+    CAPTURE(name);
+    const bool is_pow = std::string(name) == "pow";
+    TESSERA_CHECK_GRAD([&](const V& in) { return fn(in[0], in[1]); },
+                       {grad_input({2, 3, 4}, ++seed, 0.5, 2), grad_input({3, 1}, ++seed, is_pow ? 0.5 : -2, 2)});
+    TESSERA_CHECK_GRAD([&](const V& in) { return fn(in[0].slice(1, 0, 4, 2), in[1]); },
+                       {grad_input({3, 4}, ++seed, 0.5, 2), grad_input({2}, ++seed, 0.5, 2)});
+  }
+  TESSERA_CHECK_GRAD([](const V& in) { return add(mul(in[0], 3.0), div(2.0, in[0])); }, {grad_input({5}, 7, 0.5, 2)});
+  TESSERA_CHECK_GRAD([](const V& in) { return where(gt(in[0], 0), in[0], mul(in[1], 2.0)); },
+                     {grad_input({4, 3}, 8), grad_input({3}, 9)});
+  TESSERA_CHECK_GRAD([](const V& in) { return clamp(in[0], -0.5, 0.5); }, {grad_input({9}, 10)});
+  TESSERA_CHECK_GRAD([](const V& in) { return lerp(in[0], in[1], 0.3); }, {grad_input({4}, 11), grad_input({4}, 12)});
+  TESSERA_CHECK_GRAD([](const V& in) { return cast(cast(in[0], DType::f32), DType::f64); }, {grad_input({3}, 13)}, 1e-3, 1e-4);
+}
+
+TEST_CASE("gradients of reductions, scans and softmax") {
+  uint64_t seed = 200;
+  const std::vector<Axes> axes_sets = {{}, {0}, {1, 2}, {-1}};
+  for (const Axes& axes : axes_sets) {
+    for (bool keepdim : {false, true}) {
+      CAPTURE(shape_str(axes));
+      CAPTURE(keepdim);
+      const Tensor x = grad_input({2, 3, 4}, ++seed, 0.5, 1.5);
+      TESSERA_CHECK_GRAD([&](const V& in) { return sum(in[0], axes, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return mean(in[0], axes, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return prod(in[0], axes, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return amax(in[0], axes, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return amin(in[0].permute({2, 0, 1}), axes, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return var(in[0], axes, 1, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return tessera::std(in[0], axes, 0, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return logsumexp(in[0], axes, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return norm(in[0], 2.0, axes, keepdim); }, {x});
+      TESSERA_CHECK_GRAD([&](const V& in) { return norm(in[0], 1.0, axes, keepdim); }, {x});
+    }
+  }
+  for (int64_t axis : {0, 1, -1}) {
+    CAPTURE(axis);
+    const Tensor x = grad_input({3, 5}, ++seed, -2, 2);
+    TESSERA_CHECK_GRAD([&](const V& in) { return cumsum(in[0], axis); }, {x});
+    TESSERA_CHECK_GRAD([&](const V& in) { return softmax(in[0], axis); }, {x});
+    TESSERA_CHECK_GRAD([&](const V& in) { return log_softmax(in[0].mT(), axis); }, {x});
+  }
+}
+
+TEST_CASE("gradients of matmul and linear") {
+  const std::pair<Shape, Shape> shapes[] = {{{4}, {4}}, {{3, 4}, {4}}, {{4}, {4, 2}}, {{3, 4}, {4, 5}},
+                                            {{2, 3, 4}, {4, 2}}, {{2, 1, 3, 4}, {3, 4, 2}}};
+  uint64_t seed = 300;
+  for (const auto& [sa, sb] : shapes) {
+    CAPTURE(shape_str(sa));
+    CAPTURE(shape_str(sb));
+    TESSERA_CHECK_GRAD([](const V& in) { return matmul(in[0], in[1]); }, {grad_input(sa, ++seed), grad_input(sb, ++seed)});
+  }
+  TESSERA_CHECK_GRAD([](const V& in) { return matmul(in[0].mT(), in[1]); }, {grad_input({4, 3}, 1), grad_input({4, 2}, 2)});
+  for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::tanh, Activation::sigmoid, Activation::silu}) {
+    CAPTURE(static_cast<int>(act));
+    TESSERA_CHECK_GRAD([act](const V& in) { return linear(in[0], in[1], in[2], act); },
+                       {grad_input({2, 3, 5}, ++seed), grad_input({4, 5}, ++seed), grad_input({4}, ++seed)});
+  }
+  TESSERA_CHECK_GRAD([](const V& in) { return linear(in[0], in[1]); }, {grad_input({3, 5}, 5), grad_input({2, 5}, 6)});
+}
+
+TEST_CASE("gradients through views, joins and indexing") {
+  const Tensor x = grad_input({3, 4, 2}, 400);
+  TESSERA_CHECK_GRAD([](const V& in) { return in[0].reshape({6, 4}).slice(0, 1, 6, 2); }, {x});
+  TESSERA_CHECK_GRAD([](const V& in) { return in[0].permute({2, 0, 1}).narrow(1, 1, 2); }, {x});
+  TESSERA_CHECK_GRAD([](const V& in) { return in[0].select(1, 2).unsqueeze(0).expand({3, 3, 2}); }, {x});
+  TESSERA_CHECK_GRAD([](const V& in) { return in[0].flatten().squeeze(); }, {x});
+  TESSERA_CHECK_GRAD([](const V& in) { return in[0].mT().contiguous().clone(); }, {x});
+  TESSERA_CHECK_GRAD([](const V& in) { return cat({in[0], mul(in[1], 2.0)}, 1); }, {x, grad_input({3, 1, 2}, 401)});
+  TESSERA_CHECK_GRAD([](const V& in) { return stack({in[0], in[1]}, -1); }, {grad_input({2, 3}, 402), grad_input({2, 3}, 403)});
+  TESSERA_CHECK_GRAD([](const V& in) { return mul(split(in[0], 2, 1)[1], chunk(in[0], 2, 1)[0]); }, {x});
+  const Tensor idx = from_vector<int64_t>({2, 0, 2, 1}, {4}).to(device());
+  TESSERA_CHECK_GRAD([&](const V& in) { return index_select(in[0], 0, idx); }, {x});
+  TESSERA_CHECK_GRAD([&](const V& in) { return embedding(in[0], idx.reshape({2, 2})); }, {grad_input({3, 5}, 404)});
+  const Tensor gidx = from_vector<int64_t>({0, 2, 2, 1, 0, 0}, {2, 3}).to(device());
+  TESSERA_CHECK_GRAD([&](const V& in) { return gather(in[0], 0, gidx); }, {grad_input({3, 3}, 405)});
+  TESSERA_CHECK_GRAD([&](const V& in) { return take_along_axis(in[0], gidx.narrow(0, 0, 1), 0); }, {grad_input({3, 3}, 406)});
+  TESSERA_CHECK_GRAD([&](const V& in) { return scatter_add(in[0], 0, gidx, in[1]); }, {grad_input({3, 3}, 407), grad_input({2, 4}, 408)});
+}
+
+TEST_CASE("the engine accumulates, runs hooks, honours no_grad and frees the graph") {
+  Tensor w = from_vector<double>({1, 2, 3}, {3}).to(device()).set_requires_grad();
+  Tensor y = sum(mul(w, w));
+  y.backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2, 4, 6});
+  sum(w).backward();  // accumulates
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{3, 5, 7});
+  w.set_grad(Tensor());
+  Tensor h = mul(w, 3.0);
+  h.retain_grad();
+  double seen = 0;
+  h.register_hook([&](const Tensor& g) {
+    seen = sum(g).item<double>();
+    return mul(g, 2.0);  // replaces the gradient flowing on
+  });
+  Tensor z = sum(h);
+  z.backward({}, true);
+  CHECK(seen == 3.0);
+  CHECK(h.grad().to_vector<double>() == std::vector<double>{1, 1, 1});
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{6, 6, 6});
+  z.backward();  // retained once
+  TESSERA_CHECK_THROWS_WITH(z.backward(), "backward: sum was already used by a backward pass");
+  {
+    NoGradGuard guard;
+    CHECK_FALSE(mul(w, 2.0).requires_grad());
+  }
+  CHECK(mul(w, 2.0).grad_fn_name() == "mul");
+  CHECK_FALSE(w.detach().requires_grad());
+  CHECK(w.is_leaf());
+  TESSERA_CHECK_THROWS_WITH(mul(w, 2.0).backward(), "backward: grad can be implicitly created only for scalar outputs");
+  TESSERA_CHECK_THROWS_WITH(zeros({2}, DType::f64, device()).backward(), "backward: tensor does not require grad");
+  TESSERA_CHECK_THROWS_WITH(w.add_(1.0), "copy_: in-place ops on tensors that require grad");
+  TESSERA_CHECK_THROWS_WITH(zeros({2}, DType::i64, device()).set_requires_grad(), "requires_grad: only floating tensors");
+  // Mixed precision: an f32 leaf used in an f64 computation gets an f32 gradient.
+  Tensor f = ones({2}, DType::f32, device()).set_requires_grad();
+  sum(mul(f, from_vector<double>({1, 2}, {2}).to(device()))).backward();
+  CHECK(f.grad().dtype() == DType::f32);
+  CHECK(f.grad().to_vector<float>() == std::vector<float>{1, 2});
+}
