@@ -24,6 +24,10 @@ void register_softmax(KernelTable& table);
 void register_linalg(KernelTable& table);
 void register_indexing(KernelTable& table);
 void register_random(KernelTable& table);
+void register_conv(KernelTable& table);
+void register_pool(KernelTable& table);
+void register_norm(KernelTable& table);
+void register_cross_entropy(KernelTable& table);
 
 /** The SIMD path the kernels were compiled for ("avx2+fma" or "generic"). */
 const char* simd_path();

@@ -129,6 +129,21 @@ void epilogue_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0
 }
 }  // namespace
 
+void dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_t acs, const double* b, int64_t brs,
+           int64_t bcs, double* c, int64_t ldc, bool parallel) {
+  parallel_for(m, parallel ? 1 : m + 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      double* ci = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) ci[j] = 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double av = a[i * ars + p * acs];
+        const double* bp = b + p * brs;
+        for (int64_t j = 0; j < n; ++j) ci[j] += av * bp[j * bcs];
+      }
+    }
+  });
+}
+
 // Defined here, in a kernel translation unit, so it reports the flags the kernels got.
 const char* simd_path() {
 #if defined(__AVX2__) && defined(__FMA__)

@@ -4,6 +4,7 @@
 // arbitrary row/column strides (so transposed operands cost nothing) and may be f32, f16 or
 // bf16; accumulation is always f32.
 #include <cstdint>
+#include <type_traits>
 
 #include "tessera/dtype.h"
 #include "tessera/kernels/activation.h"
@@ -29,5 +30,20 @@ struct GemmEpilogue {
  */
 void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue, bool parallel);
+
+/** Plain double GEMM, C = A @ B (row-major C with row stride ldc), rows in parallel if asked. */
+void dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_t acs, const double* b, int64_t brs,
+           int64_t bcs, double* c, int64_t ldc, bool parallel);
+
+/** C = A @ B for float (packed sgemm) or double, with element strides for A and B. */
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
+          int64_t ldc, bool parallel) {
+  if constexpr (std::is_same_v<T, float>) {
+    sgemm(m, n, k, {a, DType::f32, ars, acs}, {b, DType::f32, brs, bcs}, c, ldc, {}, parallel);
+  } else {
+    dgemm(m, n, k, a, ars, acs, b, brs, bcs, c, ldc, parallel);
+  }
+}
 
 }  // namespace tessera::cpu

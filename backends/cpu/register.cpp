@@ -68,6 +68,10 @@ class CpuBackend final : public Backend {
     register_linalg(kernels_);
     register_indexing(kernels_);
     register_random(kernels_);
+    register_conv(kernels_);
+    register_pool(kernels_);
+    register_norm(kernels_);
+    register_cross_entropy(kernels_);
   }
   const char* name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::cpu; }

@@ -9,6 +9,7 @@
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/indexing.h"
 #include "tessera/ops/linalg.h"
+#include "tessera/ops/nn.h"
 #include "tessera/ops/reduction.h"
 #include "tessera/ops/shape_ops.h"
 #include "tessera/random.h"

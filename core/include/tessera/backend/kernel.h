@@ -23,6 +23,13 @@ struct OpAttrs {
   uint64_t seed = 0;          ///< RNG key
   uint64_t offset = 0;        ///< RNG stream offset
   Activation activation = Activation::none;
+  // Convolution and pooling geometry (height, width).
+  std::array<int64_t, 2> kernel{1, 1};
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+  bool flag = false;  ///< op-specific switch (avg_pool2d: count_include_pad)
 };
 
 struct KernelCall {

@@ -1,0 +1,200 @@
+// conv2d forward, input-grad and weight-grad as im2col + GEMM.
+//   forward:      out[n, g] (Og x P)  = W[g] (Og x K) @ col(x[n, g]) (K x P)     parallel over samples
+//   input grad:   col (K x P) = W[g]^T @ dout[n, g], then col2im-add into dx      parallel over samples
+//   weight grad:  dW[g] = dout_g (Og x N*P) @ col_all^T (N*P x K), one GEMM per group and chunk of
+//                 samples; GEMM tiles own their outputs, so the sum over samples has a fixed order
+//                 and the result does not depend on the thread count.
+#include <cstring>
+#include <vector>
+
+#include "../common/dtype_dispatch.h"
+#include "cpu_backend.h"
+#include "gemm.h"
+#include "tessera/runtime.h"
+
+namespace tessera::cpu {
+namespace {
+
+struct ConvGeom {
+  int64_t n, c, h, w, o, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw, groups;
+  int64_t cg() const { return c / groups; }
+  int64_t og() const { return o / groups; }
+  int64_t k() const { return cg() * kh * kw; }
+  int64_t p() const { return ho * wo; }
+  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+};
+
+ConvGeom geometry(const Shape& x, const Shape& out, const OpAttrs& a, int64_t o) {
+  return {x[0], x[1], x[2], x[3], o, a.kernel[0], a.kernel[1], out[2], out[3], a.stride[0], a.stride[1],
+          a.padding[0], a.padding[1], a.dilation[0], a.dilation[1], a.groups};
+}
+
+// x_plane: [Cg, H, W] -> col rows (c, ki, kj), columns (oh, ow); row stride ld.
+template <class T> void im2col(const T* x, const ConvGeom& g, T* col, int64_t ld) {
+  for (int64_t c = 0; c < g.cg(); ++c) {
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
+        for (int64_t oh = 0; oh < g.ho; ++oh) {
+          const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          T* dst = row + oh * g.wo;
+          if (ih < 0 || ih >= g.h) {
+            std::fill(dst, dst + g.wo, T(0));
+            continue;
+          }
+          const T* src = x + (c * g.h + ih) * g.w;
+          for (int64_t ow = 0; ow < g.wo; ++ow) {
+            const int64_t iw = ow * g.sw - g.pw + kj * g.dw;
+            dst[ow] = (iw >= 0 && iw < g.w) ? src[iw] : T(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Adds col (K x P) back into the plane dx [Cg, H, W].
+template <class T> void col2im_add(const T* col, const ConvGeom& g, T* dx) {
+  for (int64_t c = 0; c < g.cg(); ++c) {
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const T* row = col + ((c * g.kh + ki) * g.kw + kj) * g.p();
+        for (int64_t oh = 0; oh < g.ho; ++oh) {
+          const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          if (ih < 0 || ih >= g.h) continue;
+          T* dst = dx + (c * g.h + ih) * g.w;
+          const T* src = row + oh * g.wo;
+          for (int64_t ow = 0; ow < g.wo; ++ow) {
+            const int64_t iw = ow * g.sw - g.pw + kj * g.dw;
+            if (iw >= 0 && iw < g.w) dst[iw] += src[ow];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Few samples: parallelise inside each GEMM instead of across samples.
+bool per_sample_parallel(int64_t n) { return n >= 2 * std::max(1, num_threads()); }
+
+template <class T> void conv_forward(const KernelCall& call) {
+  const Tensor& x = call.inputs[0];
+  const Tensor& w = call.inputs[1];
+  const Tensor& bias = call.inputs[2];
+  Tensor& out = call.outputs[0];
+  const ConvGeom g = geometry(x.shape(), out.shape(), call.attrs, w.shape()[0]);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  const T* wp = static_cast<const T*>(w.data_ptr());
+  const T* bp = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  T* op = static_cast<T*>(out.data_ptr());
+  const bool across = per_sample_parallel(g.n);
+  parallel_for(g.n, across ? 1 : g.n + 1, [&](int64_t n0, int64_t n1) {
+    std::vector<T> col(g.pointwise() ? 0 : static_cast<size_t>(g.k() * g.p()));
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        const T* xg = xp + (n * g.c + grp * g.cg()) * g.h * g.w;
+        const T* colp = xg;
+        if (!g.pointwise()) {
+          im2col(xg, g, col.data(), g.p());
+          colp = col.data();
+        }
+        T* og = op + (n * g.o + grp * g.og()) * g.p();
+        gemm<T>(g.og(), g.p(), g.k(), wp + grp * g.og() * g.k(), g.k(), 1, colp, g.p(), 1, og, g.p(), !across);
+      }
+      if (bp) {
+        for (int64_t o = 0; o < g.o; ++o) {
+          T* plane = op + (n * g.o + o) * g.p();
+          for (int64_t i = 0; i < g.p(); ++i) plane[i] += bp[o];
+        }
+      }
+    }
+  });
+}
+
+template <class T> void conv_input_grad(const KernelCall& call) {
+  const Tensor& gout = call.inputs[0];
+  const Tensor& w = call.inputs[1];
+  Tensor& gx = call.outputs[0];
+  const ConvGeom g = geometry(gx.shape(), gout.shape(), call.attrs, w.shape()[0]);
+  const T* gp = static_cast<const T*>(gout.data_ptr());
+  const T* wp = static_cast<const T*>(w.data_ptr());
+  T* dxp = static_cast<T*>(gx.data_ptr());
+  const bool across = per_sample_parallel(g.n);
+  parallel_for(g.n, across ? 1 : g.n + 1, [&](int64_t n0, int64_t n1) {
+    std::vector<T> col(static_cast<size_t>(g.k() * g.p()));
+    for (int64_t n = n0; n < n1; ++n) {
+      T* dx = dxp + n * g.c * g.h * g.w;
+      std::fill(dx, dx + g.c * g.h * g.w, T(0));
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        const T* wg = wp + grp * g.og() * g.k();
+        const T* go = gp + (n * g.o + grp * g.og()) * g.p();
+        T* dxg = dx + grp * g.cg() * g.h * g.w;
+        if (g.pointwise()) {  // col is the input plane itself: write straight into dx
+          gemm<T>(g.k(), g.p(), g.og(), wg, 1, g.k(), go, g.p(), 1, dxg, g.p(), !across);
+          continue;
+        }
+        gemm<T>(g.k(), g.p(), g.og(), wg, 1, g.k(), go, g.p(), 1, col.data(), g.p(), !across);
+        col2im_add(col.data(), g, dxg);
+      }
+    }
+  });
+}
+
+template <class T> void conv_weight_grad(const KernelCall& call) {
+  const Tensor& gout = call.inputs[0];
+  const Tensor& x = call.inputs[1];
+  Tensor& gw = call.outputs[0];
+  const ConvGeom g = geometry(x.shape(), gout.shape(), call.attrs, gw.shape()[0]);
+  const T* gp = static_cast<const T*>(gout.data_ptr());
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* dwp = static_cast<T*>(gw.data_ptr());
+  // Samples per chunk: keep the column buffer near 64 MiB.
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(g.n, (int64_t{1} << 24) / std::max<int64_t>(g.k() * g.p(), 1)));
+  std::vector<T> col(static_cast<size_t>(g.k() * chunk * g.p()));
+  std::vector<T> go(static_cast<size_t>(g.og() * chunk * g.p()));
+  std::vector<T> partial(static_cast<size_t>(g.og() * g.k()));
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    T* dw = dwp + grp * g.og() * g.k();
+    for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+      const int64_t nc = std::min(chunk, g.n - n0), cols = nc * g.p();
+      parallel_for(nc, 1, [&](int64_t a, int64_t b) {
+        for (int64_t i = a; i < b; ++i) {
+          const int64_t n = n0 + i;
+          const T* xg = xp + (n * g.c + grp * g.cg()) * g.h * g.w;
+          if (g.pointwise()) {
+            for (int64_t r = 0; r < g.k(); ++r) std::memcpy(&col[r * cols + i * g.p()], xg + r * g.p(), g.p() * sizeof(T));
+          } else {
+            im2col(xg, g, col.data() + i * g.p(), cols);
+          }
+          for (int64_t o = 0; o < g.og(); ++o) {
+            std::memcpy(&go[o * cols + i * g.p()], gp + (n * g.o + grp * g.og() + o) * g.p(), g.p() * sizeof(T));
+          }
+        }
+      });
+      T* target = n0 == 0 ? dw : partial.data();
+      gemm<T>(g.og(), g.k(), cols, go.data(), cols, 1, col.data(), 1, cols, target, g.k(), true);
+      if (n0 != 0) {
+        for (int64_t i = 0; i < g.og() * g.k(); ++i) dw[i] += partial[i];
+      }
+    }
+  }
+}
+
+template <template <class> class K> void conv_dispatch(const KernelCall& call) {
+  const DType dt = call.outputs[0].dtype();
+  if (dt == DType::f32) K<float>{}(call);
+  else if (dt == DType::f64) K<double>{}(call);
+  else throw Error(detail::concat(op_name(call.op), ": supports float32 and float64 on cpu, got ", dt));
+}
+template <class T> struct Fwd { void operator()(const KernelCall& c) { conv_forward<T>(c); } };
+template <class T> struct InGrad { void operator()(const KernelCall& c) { conv_input_grad<T>(c); } };
+template <class T> struct WGrad { void operator()(const KernelCall& c) { conv_weight_grad<T>(c); } };
+}  // namespace
+
+void register_conv(KernelTable& table) {
+  table[OpId::Conv2d] = &conv_dispatch<Fwd>;
+  table[OpId::Conv2dInputGrad] = &conv_dispatch<InGrad>;
+  table[OpId::Conv2dWeightGrad] = &conv_dispatch<WGrad>;
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,65 @@
+// Fused log_softmax + negative log likelihood with label smoothing and an ignored target.
+// Per sample: loss = -((1 - eps) * logp[t] + eps / C * sum_c logp[c]); ignored samples give 0.
+#include <cmath>
+
+#include "../common/dtype_dispatch.h"
+#include "cpu_backend.h"
+
+namespace tessera::cpu {
+namespace {
+
+template <class T, class I> void cross_entropy(const KernelCall& c) {
+  using C = compute_t<T>;
+  const Tensor& logits = c.inputs[0];
+  const int64_t n = logits.shape()[0], classes = logits.shape()[1];
+  const T* x = static_cast<const T*>(logits.data_ptr());
+  const I* target = static_cast<const I*>(c.inputs[1].data_ptr());
+  T* loss = static_cast<T*>(c.outputs[0].data_ptr());
+  T* logp = static_cast<T*>(c.outputs[1].data_ptr());
+  const double eps = c.attrs.scalar;
+  const int64_t ignore = c.attrs.axis;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = static_cast<int64_t>(target[i]);
+    if (t != ignore && (t < 0 || t >= classes)) {
+      throw Error(detail::concat("cross_entropy: target ", t, " at position ", i, " is out of range for ", classes,
+                                 " classes"));
+    }
+  }
+  parallel_for(n, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(classes, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* row = x + r * classes;
+      C mx = -INFINITY;
+      for (int64_t j = 0; j < classes; ++j) mx = std::max(mx, static_cast<C>(row[j]));
+      if (!std::isfinite(mx)) mx = std::isnan(mx) ? mx : C(0);
+      double s = 0;
+      for (int64_t j = 0; j < classes; ++j) s += std::exp(static_cast<double>(static_cast<C>(row[j]) - mx));
+      const double lse = static_cast<double>(mx) + std::log(s);
+      double sum_logp = 0;
+      T* lp = logp + r * classes;
+      for (int64_t j = 0; j < classes; ++j) {
+        const double v = static_cast<double>(static_cast<C>(row[j])) - lse;
+        lp[j] = static_cast<T>(v);
+        sum_logp += v;
+      }
+      const int64_t t = static_cast<int64_t>(target[r]);
+      if (t == ignore) {
+        loss[r] = static_cast<T>(0.0f);
+        continue;
+      }
+      const double picked = static_cast<double>(static_cast<C>(row[t])) - lse;
+      loss[r] = static_cast<T>(-((1.0 - eps) * picked + eps / static_cast<double>(classes) * sum_logp));
+    }
+  });
+}
+
+void cross_entropy_kernel(const KernelCall& c) {
+  backend_common::dispatch_float(c.inputs[0].dtype(), "cross_entropy", [&]<class T>() {
+    if (c.inputs[1].dtype() == DType::i32) cross_entropy<T, int32_t>(c);
+    else cross_entropy<T, int64_t>(c);
+  });
+}
+}  // namespace
+
+void register_cross_entropy(KernelTable& table) { table[OpId::CrossEntropy] = &cross_entropy_kernel; }
+
+}  // namespace tessera::cpu

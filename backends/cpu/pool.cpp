@@ -1,0 +1,149 @@
+// max_pool2d / avg_pool2d forward and backward over contiguous [N, C, H, W], parallel over
+// (n, c) planes. Backward passes scatter within their own plane, so they are race-free and
+// deterministic.
+#include <cmath>
+
+#include "../common/dtype_dispatch.h"
+#include "cpu_backend.h"
+
+namespace tessera::cpu {
+namespace {
+
+struct PoolGeom {
+  int64_t planes, h, w, ho, wo;
+  const OpAttrs& a;
+};
+PoolGeom geometry(const Shape& in, const Shape& out, const OpAttrs& a) { return {in[0] * in[1], in[2], in[3], out[2], out[3], a}; }
+
+template <class F> void for_planes(int64_t planes, int64_t plane_work, F&& f) {
+  parallel_for(planes, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plane_work, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) f(p);
+  });
+}
+
+template <class T> void max_pool(const KernelCall& c) {
+  using C = compute_t<T>;
+  const PoolGeom g = geometry(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
+  const T* x = static_cast<const T*>(c.inputs[0].data_ptr());
+  T* y = static_cast<T*>(c.outputs[0].data_ptr());
+  int64_t* idx = static_cast<int64_t*>(c.outputs[1].data_ptr());
+  const auto& a = c.attrs;
+  for_planes(g.planes, g.ho * g.wo * a.kernel[0] * a.kernel[1], [&](int64_t p) {
+    const T* xp = x + p * g.h * g.w;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        C best = -INFINITY;
+        int64_t best_i = -1;
+        for (int64_t ki = 0; ki < a.kernel[0]; ++ki) {
+          const int64_t ih = oh * a.stride[0] - a.padding[0] + ki * a.dilation[0];
+          if (ih < 0 || ih >= g.h) continue;
+          for (int64_t kj = 0; kj < a.kernel[1]; ++kj) {
+            const int64_t iw = ow * a.stride[1] - a.padding[1] + kj * a.dilation[1];
+            if (iw < 0 || iw >= g.w) continue;
+            const C v = static_cast<C>(xp[ih * g.w + iw]);
+            if (best_i < 0 || v > best || std::isnan(v)) {  // NaN wins and stays
+              best = v;
+              best_i = ih * g.w + iw;
+              if (std::isnan(v)) goto done;
+            }
+          }
+        }
+      done:
+        y[(p * g.ho + oh) * g.wo + ow] = static_cast<T>(best);
+        idx[(p * g.ho + oh) * g.wo + ow] = best_i;
+      }
+    }
+  });
+}
+
+template <class T> void max_pool_backward(const KernelCall& c) {
+  using C = compute_t<T>;
+  const Tensor& gout = c.inputs[0];
+  Tensor& gx = c.outputs[0];
+  const PoolGeom g = geometry(gx.shape(), gout.shape(), c.attrs);
+  const T* go = static_cast<const T*>(gout.data_ptr());
+  const int64_t* idx = static_cast<const int64_t*>(c.inputs[1].data_ptr());
+  T* dx = static_cast<T*>(gx.data_ptr());
+  for_planes(g.planes, g.h * g.w, [&](int64_t p) {
+    T* d = dx + p * g.h * g.w;
+    std::fill(d, d + g.h * g.w, T(0.0f));
+    for (int64_t i = 0; i < g.ho * g.wo; ++i) {
+      const int64_t k = idx[p * g.ho * g.wo + i];
+      if (k >= 0) d[k] = static_cast<T>(static_cast<C>(d[k]) + static_cast<C>(go[p * g.ho * g.wo + i]));
+    }
+  });
+}
+
+// Window of output (oh, ow) clipped to the input, and the divisor PyTorch uses.
+struct Window {
+  int64_t h0, h1, w0, w1, count;
+};
+Window window(const OpAttrs& a, int64_t oh, int64_t ow, int64_t h, int64_t w) {
+  int64_t h0 = oh * a.stride[0] - a.padding[0], w0 = ow * a.stride[1] - a.padding[1];
+  int64_t h1 = std::min(h0 + a.kernel[0], h + a.padding[0]), w1 = std::min(w0 + a.kernel[1], w + a.padding[1]);
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, h), w1 = std::min(w1, w);
+  return {h0, h1, w0, w1, a.flag ? padded : (h1 - h0) * (w1 - w0)};
+}
+
+template <class T> void avg_pool(const KernelCall& c) {
+  using C = compute_t<T>;
+  const PoolGeom g = geometry(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
+  const T* x = static_cast<const T*>(c.inputs[0].data_ptr());
+  T* y = static_cast<T*>(c.outputs[0].data_ptr());
+  for_planes(g.planes, g.ho * g.wo * c.attrs.kernel[0] * c.attrs.kernel[1], [&](int64_t p) {
+    const T* xp = x + p * g.h * g.w;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const Window win = window(c.attrs, oh, ow, g.h, g.w);
+        C acc = 0;
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) acc += static_cast<C>(xp[ih * g.w + iw]);
+        }
+        y[(p * g.ho + oh) * g.wo + ow] = static_cast<T>(win.count > 0 ? acc / static_cast<C>(win.count) : C(0));
+      }
+    }
+  });
+}
+
+template <class T> void avg_pool_backward(const KernelCall& c) {
+  using C = compute_t<T>;
+  const Tensor& gout = c.inputs[0];
+  Tensor& gx = c.outputs[0];
+  const PoolGeom g = geometry(gx.shape(), gout.shape(), c.attrs);
+  const T* go = static_cast<const T*>(gout.data_ptr());
+  T* dx = static_cast<T*>(gx.data_ptr());
+  for_planes(g.planes, g.h * g.w, [&](int64_t p) {
+    T* d = dx + p * g.h * g.w;
+    std::fill(d, d + g.h * g.w, T(0.0f));
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const Window win = window(c.attrs, oh, ow, g.h, g.w);
+        if (win.count == 0) continue;
+        const C share = static_cast<C>(go[(p * g.ho + oh) * g.wo + ow]) / static_cast<C>(win.count);
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) d[ih * g.w + iw] = static_cast<T>(static_cast<C>(d[ih * g.w + iw]) + share);
+        }
+      }
+    }
+  });
+}
+
+template <template <class> class K> void float_dispatch(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), op_name(c.op).data(), [&]<class T>() { K<T>{}(c); });
+}
+template <class T> struct MaxF { void operator()(const KernelCall& c) { max_pool<T>(c); } };
+template <class T> struct MaxB { void operator()(const KernelCall& c) { max_pool_backward<T>(c); } };
+template <class T> struct AvgF { void operator()(const KernelCall& c) { avg_pool<T>(c); } };
+template <class T> struct AvgB { void operator()(const KernelCall& c) { avg_pool_backward<T>(c); } };
+}  // namespace
+
+void register_pool(KernelTable& table) {
+  table[OpId::MaxPool2d] = &float_dispatch<MaxF>;
+  table[OpId::MaxPool2dBackward] = &float_dispatch<MaxB>;
+  table[OpId::AvgPool2d] = &float_dispatch<AvgF>;
+  table[OpId::AvgPool2dBackward] = &float_dispatch<AvgB>;
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,66 @@
+#pragma once
+// Neural-network kernels: convolution, pooling, normalisation, losses and dropout. All are
+// differentiable (backward kernels or rules written with public ops).
+#include <array>
+#include <optional>
+
+#include "tessera/random.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+using Size2 = std::array<int64_t, 2>;
+
+/**
+ * 2-D convolution (cross-correlation, like PyTorch). x: [N, C, H, W], weight:
+ * [O, C / groups, kh, kw], bias: [O] or undefined. Output [N, O, Ho, Wo] with
+ * Ho = (H + 2 ph - dh (kh - 1) - 1) / sh + 1. Throws "conv2d: ..." on shape mismatches.
+ */
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = {1, 1},
+              Size2 padding = {0, 0}, Size2 dilation = {1, 1}, int64_t groups = 1);
+
+/** Max pooling over [N, C, H, W]; stride defaults to the kernel size. Padding is -inf. */
+Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
+                  Size2 dilation = {1, 1});
+/** Max pooling that also returns the argmax (flat h * W + w within each plane, int64). */
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, std::optional<Size2> stride = std::nullopt,
+                                                  Size2 padding = {0, 0}, Size2 dilation = {1, 1});
+/** Average pooling; count_include_pad counts padded zeros in the divisor (PyTorch default). */
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
+                  bool count_include_pad = true);
+/** Average pooling to a fixed output size (windows as in PyTorch). */
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+
+/**
+ * Batch normalisation over axis 1 of [N, C] or [N, C, ...]. In training mode the batch
+ * statistics are used and, when given, running_mean/var are updated in place with
+ * `momentum` (unbiased variance, like PyTorch); in eval mode the running statistics are used.
+ */
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+/** Layer normalisation over the last `normalized_dims` axes. */
+Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+
+enum class Reduction { none, mean, sum };
+
+/**
+ * Cross entropy from logits [N, C] (or [N, C, d...]) and integer targets [N] (or [N, d...]),
+ * fused log_softmax + NLL, with label smoothing and an ignored target value. `mean` divides by
+ * the number of non-ignored targets.
+ */
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::mean,
+                     double label_smoothing = 0.0, int64_t ignore_index = -100);
+/** Negative log likelihood from log-probabilities [N, C] and integer targets [N]. */
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::mean,
+                int64_t ignore_index = -100);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+/** Binary cross entropy on logits, computed stably; `pos_weight` (optional) scales positives. */
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::mean,
+                                        const Tensor& pos_weight = Tensor());
+
+/** Zeroes elements with probability p (Philox mask) and scales the rest by 1 / (1 - p). */
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+
+}  // namespace tessera
