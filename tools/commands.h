@@ -8,5 +8,7 @@ namespace tessera::tools {
 void add_info_command(CLI::App& app);
 /** `tessera demo`: a short tour of the tensor API on a chosen device. */
 void add_demo_command(CLI::App& app);
+/** `tessera train`: trains the MLP or CNN on Fashion-MNIST on a chosen backend. */
+void add_train_command(CLI::App& app);
 
 }  // namespace tessera::tools

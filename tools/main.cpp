@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::tools::add_info_command(app);
   tessera::tools::add_demo_command(app);
+  tessera::tools::add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,77 @@
+#pragma once
+// Data: the IDX format (MNIST / Fashion-MNIST, raw or gzip), an in-memory dataset, batch
+// transforms, and a DataLoader that prepares batches on worker threads ahead of the training
+// step. Shuffling and random transforms are keyed by (seed, epoch, batch), so the batches are
+// the same for any number of workers and when a run resumes mid-way.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace tessera::nn {
+
+/**
+ * Reads an IDX file (gzip-compressed or raw, detected from the content) into a u8 tensor of
+ * the file's shape. Throws tessera::Error naming the file on a bad magic number, an unsupported
+ * element type, a truncated file or trailing bytes.
+ */
+Tensor read_idx(const std::string& path);
+
+/** Fashion-MNIST / MNIST split: images [N, 1, 28, 28] float32 in [0, 1], labels [N] int64. */
+struct ImageSet {
+  Tensor images, labels;
+  int64_t size() const { return labels.numel(); }
+};
+/** Loads "train" or "test" from `dir` (files *-images-idx3-ubyte[.gz], *-labels-idx1-ubyte[.gz]). */
+ImageSet load_mnist_split(const std::string& dir, const std::string& split, int64_t limit = -1);
+
+struct Batch {
+  Tensor x, y;
+  int64_t index = 0;  // batch number within the epoch
+};
+
+/** A batch transform, given a generator keyed to this batch. */
+using Transform = std::function<Tensor(const Tensor& x, Generator& gen)>;
+/** (x - mean) / std per channel. */
+Transform normalize(std::vector<double> mean, std::vector<double> std);
+/** Zero-pads by `padding` and crops a random size x size window per image. */
+Transform random_crop(int64_t size, int64_t padding);
+/** Flips each image left-right with probability p. */
+Transform random_horizontal_flip(double p = 0.5);
+
+struct LoaderOptions {
+  int64_t batch_size = 128;
+  bool shuffle = true;
+  bool drop_last = false;
+  uint64_t seed = 0;
+  int workers = 1;        ///< background threads preparing batches (0 = on the caller's thread)
+  int prefetch = 4;       ///< batches prepared ahead (bound of the queue)
+  Device device = kCPU;   ///< batches are moved here
+  std::vector<Transform> transforms;
+};
+
+class DataLoader {
+ public:
+  DataLoader(ImageSet data, LoaderOptions options);
+  ~DataLoader();
+  /** Batches per epoch. */
+  int64_t batches() const;
+  int64_t samples() const { return data_.size(); }
+  /** Starts epoch `epoch`, skipping its first `skip` batches (for resuming). */
+  void start_epoch(int64_t epoch, int64_t skip = 0);
+  /** Next batch of the current epoch; false when the epoch is done. */
+  bool next(Batch& out);
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  Batch make_batch(int64_t epoch, int64_t index) const;
+  struct Pipeline;
+  ImageSet data_;
+  LoaderOptions options_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+}  // namespace tessera::nn

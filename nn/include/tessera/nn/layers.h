@@ -1,0 +1,174 @@
+#pragma once
+// Standard layers. Constructors take the sizes first, then options; parameters are created
+// on `device` in `dtype` and initialised like PyTorch's defaults.
+#include <cmath>
+#include <string>
+
+#include "tessera/nn/module.h"
+
+namespace tessera::nn {
+
+/** Where new parameters live; most layers take one as their last argument. */
+struct Placement {
+  DType dtype = DType::f32;
+  Device device = kCPU;
+};
+
+/** y = x W^T + b; weight [out, in]. */
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Placement p = {});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Linear"; }
+  std::string describe() const override;
+  Tensor weight, bias;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 stride = {1, 1}, Size2 padding = {0, 0},
+         Size2 dilation = {1, 1}, int64_t groups = 1, bool bias = true, Placement p = {});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Conv2d"; }
+  std::string describe() const override;
+  Tensor weight, bias;
+  Size2 stride, padding, dilation;
+  int64_t groups;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0})
+      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding) {}
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_); }
+  std::string name() const override { return "MaxPool2d"; }
+
+ private:
+  Size2 kernel_, stride_, padding_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0}, bool count_include_pad = true)
+      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding), count_include_pad_(count_include_pad) {}
+  Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_, stride_, padding_, count_include_pad_); }
+  std::string name() const override { return "AvgPool2d"; }
+
+ private:
+  Size2 kernel_, stride_, padding_;
+  bool count_include_pad_;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output_size) : output_size_(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size_); }
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+
+ private:
+  Size2 output_size_;
+};
+
+/** Batch normalisation with running statistics; BatchNorm1d takes [N, C] or [N, C, L], 2d [N, C, H, W]. */
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int64_t features, int64_t spatial_dims, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+            Placement p = {});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return spatial_dims_ == 2 ? "BatchNorm2d" : "BatchNorm1d"; }
+  std::string describe() const override;
+  Tensor weight, bias, running_mean, running_var;
+
+ private:
+  int64_t features_, spatial_dims_;
+  double eps_, momentum_;
+};
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t features, double eps = 1e-5, double momentum = 0.1, bool affine = true, Placement p = {})
+      : BatchNorm(features, 1, eps, momentum, affine, p) {}
+};
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t features, double eps = 1e-5, double momentum = 0.1, bool affine = true, Placement p = {})
+      : BatchNorm(features, 2, eps, momentum, affine, p) {}
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool affine = true, Placement p = {});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "LayerNorm"; }
+  Tensor weight, bias;
+
+ private:
+  Shape shape_;
+  double eps_;
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5, Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training(), gen_); }
+  std::string name() const override { return "Dropout"; }
+  std::string describe() const override { return "Dropout(p=" + std::to_string(p_) + ")"; }
+
+ private:
+  double p_;
+  Generator* gen_;
+};
+
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start = 1, int64_t end = -1) : start_(start), end_(end) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
+  std::string name() const override { return "Flatten"; }
+
+ private:
+  int64_t start_, end_;
+};
+
+/** Lookup table [num_embeddings, dim], initialised N(0, 1). */
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, Placement p = {});
+  Tensor forward(const Tensor& indices) override { return embedding(weight, indices); }
+  std::string name() const override { return "Embedding"; }
+  Tensor weight;
+};
+
+#define TESSERA_ACTIVATION_MODULE(Class, expr)                          \
+  class Class : public Module {                                         \
+   public:                                                              \
+    Tensor forward(const Tensor& x) override { return expr; }           \
+    std::string name() const override { return #Class; }                \
+  };
+TESSERA_ACTIVATION_MODULE(ReLU, relu(x))
+TESSERA_ACTIVATION_MODULE(SiLU, silu(x))
+TESSERA_ACTIVATION_MODULE(Tanh, tessera::tanh(x))
+TESSERA_ACTIVATION_MODULE(Sigmoid, sigmoid(x))
+#undef TESSERA_ACTIVATION_MODULE
+
+class GELU : public Module {
+ public:
+  explicit GELU(bool tanh_approximation = false) : tanh_(tanh_approximation) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, tanh_); }
+  std::string name() const override { return "GELU"; }
+
+ private:
+  bool tanh_;
+};
+
+/** Runs its children in order. */
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<ModulePtr> layers);
+  /** Appends a layer named by its position. */
+  Sequential& add(ModulePtr layer);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Sequential"; }
+  size_t size() const { return children().size(); }
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,64 @@
+#pragma once
+// The training loop: epochs over a DataLoader with gradient accumulation, clipping, a
+// per-step LR schedule, evaluation, metrics, callbacks and atomic safetensors checkpoints
+// from which a run resumes bit-identically.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/nn/data.h"
+#include "tessera/nn/module.h"
+#include "tessera/nn/optim.h"
+#include "tessera/nn/serialize.h"
+
+namespace tessera::nn {
+
+struct EvalStats {
+  double loss = 0;
+  double accuracy = 0;
+  int64_t samples = 0;
+};
+
+struct EpochStats {
+  int64_t epoch = 0;            ///< 1-based
+  double train_loss = 0;        ///< mean over the epoch's batches
+  EvalStats test;               ///< when a test loader is given
+  double samples_per_second = 0;
+  double step_ms = 0;           ///< mean wall time of an optimizer step (forward + backward + update)
+  double seconds = 0;           ///< wall time of the epoch's training part
+};
+
+struct TrainOptions {
+  int64_t epochs = 1;
+  int64_t grad_accumulation = 1;   ///< batches per optimizer step
+  double clip_norm = 0;            ///< global-norm clipping when > 0
+  std::string checkpoint;          ///< path written after every epoch (empty: none)
+  bool resume = false;             ///< continue from `checkpoint` when it exists
+  bool progress = false;           ///< a live progress bar (for terminals); otherwise log lines
+  std::string config;              ///< stored in checkpoints (JSON text)
+  std::function<void(const EpochStats&)> on_epoch_end;
+  std::function<void(int64_t step, double loss)> on_step_end;
+};
+
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+class Trainer {
+ public:
+  /** `scheduler` may be null. The default loss is cross entropy on class indices. */
+  Trainer(Module& model, Optimizer& optimizer, Scheduler* scheduler = nullptr, LossFn loss = {});
+  std::vector<EpochStats> fit(DataLoader& train, DataLoader* test, const TrainOptions& options);
+  /** Mean loss and accuracy (argmax over axis 1) in eval mode without recording gradients. */
+  EvalStats evaluate(DataLoader& loader);
+
+  void save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config) const;
+  /** Restores model, optimizer, scheduler, RNG and counters; returns the completed epochs. */
+  int64_t load_checkpoint(const std::string& path);
+
+ private:
+  Module& model_;
+  Optimizer& optimizer_;
+  Scheduler* scheduler_;
+  LossFn loss_;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,171 @@
+// Batch transforms and the prefetching DataLoader.
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "tessera/kernels/philox.h"
+#include "tessera/nn/data.h"
+
+namespace tessera::nn {
+
+Transform normalize(std::vector<double> mean, std::vector<double> std) {
+  TESSERA_CHECK(mean.size() == std.size() && !mean.empty(), "normalize", "mean and std need one value per channel");
+  return [mean, std](const Tensor& x, Generator&) {
+    const int64_t c = static_cast<int64_t>(mean.size());
+    TESSERA_CHECK(x.dim() == 4 && x.size(1) == c, "normalize", "expected [N, ", c, ", H, W], got ", shape_str(x.shape()));
+    const Tensor m = from_vector(mean, {1, c, 1, 1}).to(x.device()).to(x.dtype());
+    const Tensor s = from_vector(std, {1, c, 1, 1}).to(x.device()).to(x.dtype());
+    return div(sub(x, m), s);
+  };
+}
+
+Transform random_crop(int64_t size, int64_t padding) {
+  return [size, padding](const Tensor& x, Generator& gen) {
+    TESSERA_CHECK(x.dim() == 4, "random_crop", "expected [N, C, H, W], got ", shape_str(x.shape()));
+    const int64_t n = x.size(0), h = x.size(2) + 2 * padding, w = x.size(3) + 2 * padding;
+    TESSERA_CHECK(size <= h && size <= w, "random_crop", "crop ", size, " larger than padded image ", h, "x", w);
+    Tensor padded = zeros({n, x.size(1), h, w}, x.dtype(), x.device());
+    padded.narrow(2, padding, x.size(2)).narrow(3, padding, x.size(3)).copy_(x);
+    const std::vector<int64_t> dy = randint(0, h - size + 1, {n}, DType::i64, kCPU, &gen).to_vector<int64_t>();
+    const std::vector<int64_t> dx = randint(0, w - size + 1, {n}, DType::i64, kCPU, &gen).to_vector<int64_t>();
+    Tensor out = empty({n, x.size(1), size, size}, x.dtype(), x.device());
+    for (int64_t i = 0; i < n; ++i) out.select(0, i).copy_(padded.select(0, i).narrow(1, dy[i], size).narrow(2, dx[i], size));
+    return out;
+  };
+}
+
+Transform random_horizontal_flip(double p) {
+  return [p](const Tensor& x, Generator& gen) {
+    TESSERA_CHECK(x.dim() == 4, "random_horizontal_flip", "expected [N, C, H, W], got ", shape_str(x.shape()));
+    const Tensor reversed = arange(static_cast<double>(x.size(3) - 1), -1.0, -1.0, DType::i64, x.device());
+    const Tensor flip = bernoulli({x.size(0), 1, 1, 1}, p, DType::boolean, kCPU, &gen).to(x.device());
+    return where(flip, index_select(x, 3, reversed), x);
+  };
+}
+
+// Worker threads fill `ready` with batches [next_produce, end) at most `prefetch` ahead of
+// the consumer; batches are keyed by index so their order never depends on the workers.
+struct DataLoader::Pipeline {
+  std::mutex mutex;
+  std::condition_variable produced, consumed;
+  std::map<int64_t, Batch> ready;
+  int64_t next_produce = 0, next_consume = 0, end = 0, epoch = 0;
+  bool stop = false;
+  std::exception_ptr error;
+  std::vector<std::thread> threads;
+  std::vector<int64_t> order;
+
+  void shutdown() {
+    {
+      std::lock_guard lock(mutex);
+      stop = true;
+    }
+    consumed.notify_all();
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+};
+
+DataLoader::DataLoader(ImageSet data, LoaderOptions options)
+    : data_(std::move(data)), options_(std::move(options)), pipeline_(std::make_unique<Pipeline>()) {
+  TESSERA_CHECK(options_.batch_size > 0, "DataLoader", "batch_size must be positive, got ", options_.batch_size);
+  TESSERA_CHECK(options_.workers >= 0 && options_.prefetch >= 1, "DataLoader", "workers must be >= 0 and prefetch >= 1");
+}
+
+DataLoader::~DataLoader() { pipeline_->shutdown(); }
+
+int64_t DataLoader::batches() const {
+  const int64_t n = data_.size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {
+  NoGradGuard no_grad;
+  const int64_t b = options_.batch_size, first = index * b, count = std::min(b, data_.size() - first);
+  const std::vector<int64_t> ids(pipeline_->order.begin() + first, pipeline_->order.begin() + first + count);
+  const Tensor idx = from_vector(ids, {count});
+  Batch batch;
+  batch.index = index;
+  batch.x = index_select(data_.images, 0, idx);
+  batch.y = index_select(data_.labels, 0, idx);
+  if (!options_.transforms.empty()) {
+    Generator gen(options_.seed + 0x5DEECE66DULL);
+    gen.set_offset((static_cast<uint64_t>(epoch) * 1000003ULL + static_cast<uint64_t>(index)) << 16);
+    for (const Transform& t : options_.transforms) batch.x = t(batch.x, gen);
+  }
+  batch.x = batch.x.to(options_.device);
+  batch.y = batch.y.to(options_.device);
+  return batch;
+}
+
+void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
+  Pipeline& p = *pipeline_;
+  p.shutdown();
+  const int64_t n = data_.size();
+  p.order.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p.order[i] = i;
+  if (options_.shuffle) {
+    // Fisher-Yates driven by Philox(seed, epoch): the same permutation on every run.
+    for (int64_t i = n - 1; i > 0; --i) {
+      const auto w = kernels::philox_block(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(i));
+      const uint64_t r = (static_cast<uint64_t>(w.v[0]) << 32) | w.v[1];
+      std::swap(p.order[i], p.order[static_cast<int64_t>(r % static_cast<uint64_t>(i + 1))]);
+    }
+  }
+  p.ready.clear();
+  p.error = nullptr;
+  p.stop = false;
+  p.epoch = epoch;
+  p.end = batches();
+  p.next_produce = p.next_consume = std::min(skip, p.end);
+  for (int t = 0; t < options_.workers; ++t) {
+    p.threads.emplace_back([this, &p] {
+      for (;;) {
+        int64_t index;
+        {
+          std::unique_lock lock(p.mutex);
+          p.consumed.wait(lock, [&] { return p.stop || (p.next_produce < p.end && p.next_produce < p.next_consume + options_.prefetch); });
+          if (p.stop) return;
+          index = p.next_produce++;
+        }
+        Batch b;
+        std::exception_ptr err;
+        try {
+          b = make_batch(p.epoch, index);
+        } catch (...) {
+          err = std::current_exception();
+        }
+        {
+          std::lock_guard lock(p.mutex);
+          if (err && !p.error) p.error = err;
+          if (!err) p.ready.emplace(index, std::move(b));
+        }
+        p.produced.notify_all();
+      }
+    });
+  }
+}
+
+bool DataLoader::next(Batch& out) {
+  Pipeline& p = *pipeline_;
+  if (p.next_consume >= p.end) return false;
+  if (options_.workers == 0) {
+    out = make_batch(p.epoch, p.next_consume++);
+    return true;
+  }
+  {
+    std::unique_lock lock(p.mutex);
+    p.produced.wait(lock, [&] { return p.error || p.ready.count(p.next_consume); });
+    if (p.error) std::rethrow_exception(p.error);
+    auto it = p.ready.find(p.next_consume);
+    out = std::move(it->second);
+    p.ready.erase(it);
+    ++p.next_consume;
+  }
+  p.consumed.notify_all();
+  return true;
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,220 @@
+#include "tessera/nn/optim.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::nn {
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
+  for (const ParamGroup& g : groups_) {
+    TESSERA_CHECK(g.options.lr >= 0, "optimizer", "learning rate must be >= 0, got ", g.options.lr);
+    for (const Tensor& p : g.params) {
+      TESSERA_CHECK(p.defined() && p.requires_grad(), "optimizer", "parameters must be defined tensors that require grad");
+    }
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (ParamGroup& g : groups_) {
+    for (Tensor& p : g.params) p.set_grad(Tensor());
+  }
+}
+
+Tensor& Optimizer::state(size_t g, size_t p, const std::string& key) {
+  const std::string k = "state." + std::to_string(g) + "." + std::to_string(p) + "." + key;
+  auto it = state_.find(k);
+  if (it == state_.end()) it = state_.emplace(k, zeros_like(groups_[g].params[p].detach())).first;
+  return it->second;
+}
+
+bool Optimizer::has_state(size_t g, size_t p, const std::string& key) const {
+  return state_.count("state." + std::to_string(g) + "." + std::to_string(p) + "." + key) > 0;
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict out = state_;
+  out["steps"] = scalar_tensor(steps_, DType::i64);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    out["group." + std::to_string(g) + ".lr"] = scalar_tensor(groups_[g].options.lr, DType::f64);
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  StateDict restored;
+  for (const auto& [k, t] : state) {
+    if (k.rfind("state.", 0) != 0) continue;
+    // state.<g>.<p>.<key>: the slot must exist and have the parameter's shape.
+    const size_t a = k.find('.', 6), b = a == std::string::npos ? a : k.find('.', a + 1);
+    TESSERA_CHECK(b != std::string::npos, "optimizer load_state_dict", "malformed key '", k, "'");
+    const size_t g = std::stoul(k.substr(6, a - 6)), p = std::stoul(k.substr(a + 1, b - a - 1));
+    TESSERA_CHECK(g < groups_.size() && p < groups_[g].params.size(), "optimizer load_state_dict", "key '", k,
+                  "' refers to a parameter this optimizer does not have");
+    const Tensor& param = groups_[g].params[p];
+    TESSERA_CHECK(t.shape() == param.shape(), "optimizer load_state_dict", "shape mismatch for '", k, "': ",
+                  shape_str(t.shape()), " vs parameter ", shape_str(param.shape()));
+    restored[k] = t.to(param.device()).to(param.dtype()).clone();
+  }
+  state_ = std::move(restored);
+  if (auto it = state.find("steps"); it != state.end()) steps_ = it->second.item<int64_t>();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (auto it = state.find("group." + std::to_string(g) + ".lr"); it != state.end()) groups_[g].options.lr = it->second.item<double>();
+  }
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    const OptimOptions& o = param_groups()[gi].options;
+    for (size_t pi = 0; pi < param_groups()[gi].params.size(); ++pi) {
+      Tensor& p = param_groups()[gi].params[pi];
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
+      if (o.momentum != 0) {
+        // The first step initialises the buffer with the gradient itself (PyTorch).
+        const bool first = !has_state(gi, pi, "momentum_buffer");
+        Tensor& buf = state(gi, pi, "momentum_buffer");
+        buf.copy_(first ? g : add(mul(buf, o.momentum), mul(g, 1.0 - o.dampening)));
+        g = o.nesterov ? add(g, mul(buf, o.momentum)) : buf;
+      }
+      p.sub_(mul(g, o.lr));
+    }
+  }
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    const OptimOptions& o = param_groups()[gi].options;
+    const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(steps_));
+    const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(steps_));
+    for (size_t pi = 0; pi < param_groups()[gi].params.size(); ++pi) {
+      Tensor& p = param_groups()[gi].params[pi];
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (o.weight_decay != 0) {
+        if (decoupled_) p.mul_(1.0 - o.lr * o.weight_decay);
+        else g = add(g, mul(p, o.weight_decay));
+      }
+      Tensor& m = state(gi, pi, "exp_avg");
+      Tensor& v = state(gi, pi, "exp_avg_sq");
+      m.copy_(lerp(m, g, 1.0 - o.beta1));
+      v.copy_(add(mul(v, o.beta2), mul(square(g), 1.0 - o.beta2)));
+      // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), as PyTorch computes it.
+      const Tensor denom = add(div(sqrt(v), std::sqrt(bc2)), o.eps);
+      p.sub_(mul(div(m, denom), o.lr / bc1));
+    }
+  }
+}
+
+void RMSprop::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    const OptimOptions& o = param_groups()[gi].options;
+    for (size_t pi = 0; pi < param_groups()[gi].params.size(); ++pi) {
+      Tensor& p = param_groups()[gi].params[pi];
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
+      Tensor& sq = state(gi, pi, "square_avg");
+      sq.copy_(add(mul(sq, o.alpha), mul(square(g), 1.0 - o.alpha)));
+      Tensor update = div(g, add(sqrt(sq), o.eps));
+      if (o.momentum > 0) {
+        Tensor& buf = state(gi, pi, "momentum_buffer");
+        buf.copy_(add(mul(buf, o.momentum), update));
+        update = buf;
+      }
+      p.sub_(mul(update, o.lr));
+    }
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, OptimOptions options) {
+  if (name == "sgd") return std::make_unique<SGD>(std::move(params), options);
+  if (name == "adam") return std::make_unique<Adam>(std::move(params), options);
+  if (name == "adamw") return std::make_unique<AdamW>(std::move(params), options);
+  if (name == "rmsprop") return std::make_unique<RMSprop>(std::move(params), options);
+  throw Error("optimizer: unknown optimizer '" + name + "' (sgd, adam, adamw, rmsprop)");
+}
+
+double StepLR::factor(int64_t step) const { return std::pow(gamma_, static_cast<double>(step / std::max<int64_t>(step_size_, 1))); }
+
+double MultiStepLR::factor(int64_t step) const {
+  const auto passed = std::count_if(milestones_.begin(), milestones_.end(), [step](int64_t m) { return step >= m; });
+  return std::pow(gamma_, static_cast<double>(passed));
+}
+
+double CosineLR::factor(int64_t step) const {
+  const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(std::max<int64_t>(total_, 1)));
+  return min_ + (1.0 - min_) * 0.5 * (1.0 + std::cos(M_PI * t));
+}
+
+double OneCycleLR::factor(int64_t step) const {
+  const double up = pct_ * static_cast<double>(total_);
+  const double s = static_cast<double>(step);
+  auto cosine = [](double from, double to, double t) { return to + (from - to) * 0.5 * (1.0 + std::cos(M_PI * std::clamp(t, 0.0, 1.0))); };
+  if (s <= up) return cosine(1.0 / div_, 1.0, up > 0 ? s / up : 1.0);
+  return cosine(1.0, 1.0 / (div_ * final_div_), (s - up) / std::max(1.0, static_cast<double>(total_) - up));
+}
+
+double LinearWarmup::factor(int64_t step) const {
+  if (step >= warmup_) return 1.0;
+  return start_ + (1.0 - start_) * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(warmup_, 1));
+}
+
+double ChainedLR::factor(int64_t step) const {
+  double f = 1.0;
+  for (const auto& p : parts_) f *= p->factor(step);
+  return f;
+}
+
+Scheduler::Scheduler(Optimizer& opt, std::shared_ptr<LRSchedule> schedule) : opt_(opt), schedule_(std::move(schedule)) {
+  for (const ParamGroup& g : opt_.param_groups()) base_lrs_.push_back(g.options.lr);
+  apply();
+}
+
+void Scheduler::step() {
+  ++step_;
+  apply();
+}
+
+void Scheduler::set_step(int64_t step) {
+  step_ = step;
+  apply();
+}
+
+void Scheduler::apply() {
+  const double f = schedule_->factor(step_);
+  for (size_t g = 0; g < base_lrs_.size(); ++g) opt_.param_groups()[g].options.lr = base_lrs_[g] * f;
+}
+
+double Scheduler::lr(size_t group) const { return opt_.param_groups().at(group).options.lr; }
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  double total = 0;
+  for (const Tensor& p : params) {
+    if (p.grad().defined()) total += sum(square(p.grad().to(DType::f64))).item<double>();
+  }
+  const double norm = std::sqrt(total);
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale < 1.0) {
+    for (const Tensor& p : params) {
+      if (p.grad().defined()) p.grad().mul_(scale);
+    }
+  }
+  return norm;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, double value) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    if (p.grad().defined()) p.grad().copy_(clamp(p.grad(), -value, value));
+  }
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,138 @@
+#include "tessera/nn/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+namespace tessera::nn {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void progress_bar(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss) {
+  const int width = 30;
+  const int filled = total ? static_cast<int>(width * done / total) : width;
+  std::fprintf(stderr, "\repoch %lld/%lld [%.*s%*s] %lld/%lld loss %.4f", static_cast<long long>(epoch),
+               static_cast<long long>(epochs), filled, "==============================", width - filled, "",
+               static_cast<long long>(done), static_cast<long long>(total), loss);
+  std::fflush(stderr);
+}
+}  // namespace
+
+Trainer::Trainer(Module& model, Optimizer& optimizer, Scheduler* scheduler, LossFn loss)
+    : model_(model), optimizer_(optimizer), scheduler_(scheduler), loss_(std::move(loss)) {
+  if (!loss_) loss_ = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+}
+
+EvalStats Trainer::evaluate(DataLoader& loader) {
+  NoGradGuard no_grad;
+  const bool was_training = model_.is_training();
+  model_.eval();
+  EvalStats s;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  loader.start_epoch(0);
+  Batch b;
+  while (loader.next(b)) {
+    const Tensor out = model_.forward(b.x);
+    const int64_t n = b.y.numel();
+    loss_sum += loss_(out, b.y).item<double>() * static_cast<double>(n);
+    correct += sum(eq(argmax(out, 1), b.y)).item<int64_t>();
+    s.samples += n;
+  }
+  model_.train(was_training);
+  s.loss = s.samples ? loss_sum / static_cast<double>(s.samples) : 0;
+  s.accuracy = s.samples ? static_cast<double>(correct) / static_cast<double>(s.samples) : 0;
+  return s;
+}
+
+std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const TrainOptions& o) {
+  TESSERA_CHECK(o.epochs >= 1 && o.grad_accumulation >= 1, "Trainer", "epochs and grad_accumulation must be >= 1");
+  int64_t first_epoch = 0;
+  if (o.resume && !o.checkpoint.empty() && std::filesystem::exists(o.checkpoint)) first_epoch = load_checkpoint(o.checkpoint);
+  std::vector<EpochStats> history;
+  for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
+    model_.train();
+    EpochStats st;
+    st.epoch = epoch + 1;
+    train.start_epoch(epoch);
+    const auto t0 = Clock::now();
+    double loss_sum = 0, step_seconds = 0;
+    int64_t batches = 0, samples = 0, steps = 0;
+    Batch b;
+    optimizer_.zero_grad();
+    auto step_start = Clock::now();
+    while (train.next(b)) {
+      if (batches % o.grad_accumulation == 0) step_start = Clock::now();
+      Tensor loss = loss_(model_.forward(b.x), b.y);
+      if (o.grad_accumulation > 1) loss = div(loss, static_cast<double>(o.grad_accumulation));
+      loss.backward();
+      const double l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
+      loss_sum += l;
+      ++batches;
+      samples += b.y.numel();
+      const bool last = batches == train.batches();
+      if (batches % o.grad_accumulation == 0 || last) {
+        if (o.clip_norm > 0) clip_grad_norm_(model_.parameters(), o.clip_norm);
+        optimizer_.step();
+        optimizer_.zero_grad();
+        if (scheduler_) scheduler_->step();
+        step_seconds += since(step_start);
+        ++steps;
+        if (o.on_step_end) o.on_step_end(optimizer_.steps(), l);
+      }
+      if (o.progress) progress_bar(epoch + 1, o.epochs, batches, train.batches(), loss_sum / static_cast<double>(batches));
+    }
+    if (o.progress) std::fprintf(stderr, "\n");
+    st.seconds = since(t0);
+    st.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
+    st.samples_per_second = st.seconds > 0 ? static_cast<double>(samples) / st.seconds : 0;
+    st.step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0;
+    if (test) st.test = evaluate(*test);
+    if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, epoch + 1, o.config);
+    if (o.on_epoch_end) o.on_epoch_end(st);
+    history.push_back(st);
+  }
+  return history;
+}
+
+void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config) const {
+  StateDict tensors;
+  for (auto& [k, t] : model_.state_dict()) tensors["model." + k] = t;
+  for (auto& [k, t] : optimizer_.state_dict()) tensors["optimizer." + k] = t;
+  Metadata meta;
+  meta["format"] = "tessera-checkpoint-1";
+  meta["epoch"] = std::to_string(epochs_done);
+  meta["step"] = std::to_string(optimizer_.steps());
+  meta["scheduler_step"] = std::to_string(scheduler_ ? scheduler_->steps() : 0);
+  meta["rng_seed"] = std::to_string(default_generator().seed());
+  meta["rng_offset"] = std::to_string(default_generator().offset());
+  meta["config"] = config.empty() ? "{}" : config;
+  save_safetensors(path, tensors, meta);
+}
+
+int64_t Trainer::load_checkpoint(const std::string& path) {
+  const SafetensorsContent c = load_safetensors(path);
+  auto meta = [&](const char* key) {
+    auto it = c.metadata.find(key);
+    TESSERA_CHECK(it != c.metadata.end(), "load_checkpoint", "'", path, "' is not a Tessera checkpoint (no '", key, "')");
+    return it->second;
+  };
+  TESSERA_CHECK(meta("format") == "tessera-checkpoint-1", "load_checkpoint", "'", path, "' has unknown format ", meta("format"));
+  StateDict model_state, optim_state;
+  for (const auto& [k, t] : c.tensors) {
+    if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
+    else if (k.rfind("optimizer.", 0) == 0) optim_state[k.substr(10)] = t;
+  }
+  const Device device = model_.parameters().empty() ? kCPU : model_.parameters().front().device();
+  for (auto& [k, t] : model_state) t = t.to(device);
+  model_.load_state_dict(model_state);
+  optimizer_.load_state_dict(optim_state);
+  if (scheduler_) scheduler_->set_step(std::stoll(meta("scheduler_step")));
+  default_generator().manual_seed(std::stoull(meta("rng_seed")));
+  default_generator().set_offset(std::stoull(meta("rng_offset")));
+  return std::stoll(meta("epoch"));
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,141 @@
+// `tessera train`: trains the MLP or the CNN on Fashion-MNIST (or MNIST) on any backend.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "tessera/nn/models.h"
+#include "tessera/nn/trainer.h"
+
+namespace tessera::tools {
+namespace {
+
+struct TrainArgs {
+  std::string model = "cnn", backend = "auto", optimizer = "adam", schedule = "cosine";
+  std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json;
+  int64_t epochs = 5, batch_size = 128, limit = -1;
+  double lr = 1e-3, weight_decay = 0.0;
+  uint64_t seed = 0;
+  int threads = 0, workers = 1;
+  bool resume = false, quiet = false;
+};
+
+Device pick_device(const std::string& backend) {
+  if (backend != "auto") {
+    const Device d = Device::parse(backend);
+    backend_for_device(d, "train");  // throws with the reason when unavailable
+    return d;
+  }
+  // Best available: GPUs first, then Kokkos, then the CPU (the emulator is never automatic).
+  for (DeviceType t : {DeviceType::cuda, DeviceType::hip, DeviceType::kokkos}) {
+    if (Backend* b = find_backend(t); b && b->device_count() > 0) return Device(t, 0);
+  }
+  return kCPU;
+}
+
+void run_train(const TrainArgs& a) {
+  set_num_threads(a.threads);
+  const Device device = pick_device(a.backend);
+  manual_seed(a.seed);
+  nn::ImageSet train_set = nn::load_mnist_split(a.data, "train", a.limit);
+  nn::ImageSet test_set = nn::load_mnist_split(a.data, "test");
+  const nn::Placement place{DType::f32, device};
+  std::shared_ptr<nn::Sequential> model = a.model == "mlp" ? nn::make_mlp(place) : nn::make_cnn(place);
+  nn::OptimOptions opts;
+  opts.lr = a.lr;
+  opts.weight_decay = a.weight_decay;
+  if (a.optimizer == "sgd") opts.momentum = 0.9;
+  auto optimizer = nn::make_optimizer(a.optimizer, model->parameters(), opts);
+
+  nn::LoaderOptions lo;
+  lo.batch_size = a.batch_size;
+  lo.seed = a.seed;
+  lo.device = device;
+  lo.workers = a.workers;
+  lo.transforms = {nn::normalize({0.2860}, {0.3530})};  // Fashion-MNIST statistics
+  nn::DataLoader train(std::move(train_set), lo);
+  lo.shuffle = false;
+  lo.batch_size = 1000;
+  nn::DataLoader test(std::move(test_set), lo);
+
+  std::unique_ptr<nn::Scheduler> scheduler;
+  if (a.schedule == "cosine") {
+    scheduler = std::make_unique<nn::Scheduler>(*optimizer, std::make_shared<nn::CosineLR>(a.epochs * train.batches()));
+  }
+  nlohmann::json config = {{"model", a.model},     {"optimizer", a.optimizer}, {"lr", a.lr},     {"epochs", a.epochs},
+                           {"batch_size", a.batch_size}, {"seed", a.seed},     {"limit", a.limit}, {"schedule", a.schedule}};
+  if (!a.quiet) {
+    std::printf("training %s (%lld parameters) on %s: %lld images, %lld epochs, batch %lld, %s lr %g (%s)\n", a.model.c_str(),
+                static_cast<long long>(model->num_parameters()), device.str().c_str(), static_cast<long long>(train.samples()),
+                static_cast<long long>(a.epochs), static_cast<long long>(a.batch_size), a.optimizer.c_str(), a.lr,
+                a.schedule.c_str());
+  }
+  nn::TrainOptions to;
+  to.epochs = a.epochs;
+  to.checkpoint = a.checkpoint;
+  to.resume = a.resume;
+  to.config = config.dump();
+  to.progress = !a.quiet && isatty(STDERR_FILENO);
+  to.on_epoch_end = [&](const nn::EpochStats& s) {
+    if (a.quiet) return;
+    std::printf("epoch %lld/%lld  train_loss %.4f  test_loss %.4f  test_acc %.2f%%  %.0f samples/s  step %.1f ms  (%.1f s)\n",
+                static_cast<long long>(s.epoch), static_cast<long long>(a.epochs), s.train_loss, s.test.loss,
+                100.0 * s.test.accuracy, s.samples_per_second, s.step_ms, s.seconds);
+    std::fflush(stdout);
+  };
+  nn::Trainer trainer(*model, *optimizer, scheduler.get());
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto history = trainer.fit(train, &test, to);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const nn::EvalStats final_eval = history.empty() ? trainer.evaluate(test) : history.back().test;
+  double sps = 0;
+  for (const auto& h : history) sps += h.samples_per_second / static_cast<double>(history.size());
+  std::printf("result: %s on %s, test accuracy %.2f%%, test loss %.4f, %.1f s\n", a.model.c_str(), device.str().c_str(),
+              100.0 * final_eval.accuracy, final_eval.loss, seconds);
+  if (!a.json.empty()) {
+    nlohmann::json j = {{"backend", device.str()}, {"model", a.model},          {"epochs", a.epochs},
+                        {"test_accuracy", final_eval.accuracy}, {"test_loss", final_eval.loss},
+                        {"samples_per_second", sps}, {"seconds", seconds}, {"config", config}};
+    for (const auto& h : history) {
+      j["history"].push_back({{"epoch", h.epoch}, {"train_loss", h.train_loss}, {"test_loss", h.test.loss},
+                              {"test_accuracy", h.test.accuracy}, {"samples_per_second", h.samples_per_second},
+                              {"step_ms", h.step_ms}, {"seconds", h.seconds}});
+    }
+    std::ofstream out(a.json);
+    TESSERA_CHECK(out.good(), "train", "cannot write '", a.json, "'");
+    out << j.dump(2) << "\n";
+  }
+}
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST");
+  static TrainArgs a;
+  cmd->add_option("--model", a.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  cmd->add_option("--backend", a.backend, "auto, cpu, cuda[:i], hip[:i], kokkos, emulated")->capture_default_str();
+  cmd->add_option("--epochs", a.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--lr", a.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--weight-decay", a.weight_decay, "Weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}))->capture_default_str();
+  cmd->add_option("--schedule", a.schedule, "cosine or none")->check(CLI::IsMember({"cosine", "none"}))->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--workers", a.workers, "Data-loading threads")->check(CLI::Range(0, 64))->capture_default_str();
+  cmd->add_option("--data", a.data, "Directory with the IDX files")->capture_default_str();
+  cmd->add_option("--limit", a.limit, "Use only the first N training images")->check(CLI::PositiveNumber);
+  cmd->add_option("--checkpoint", a.checkpoint, "Checkpoint path (safetensors), written every epoch");
+  cmd->add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
+  cmd->add_option("--json", a.json, "Write a JSON summary here");
+  cmd->add_flag("--quiet", a.quiet, "Only print the result line");
+  cmd->callback([] {
+    TESSERA_CHECK(!a.resume || !a.checkpoint.empty(), "train", "--resume needs --checkpoint");
+    run_train(a);
+  });
+}
+
+}  // namespace tessera::tools
