@@ -65,6 +65,11 @@ class Module {
     children_.emplace_back(std::move(name), m);
     return m;
   }
+  /** Registers a member sub-module (not owned: it lives and dies with this module). */
+  template <class M> M& register_module(std::string name, M& member) {
+    children_.emplace_back(std::move(name), std::shared_ptr<Module>(std::shared_ptr<Module>(), &member));
+    return member;
+  }
 
  private:
   void collect(const std::string& prefix, bool params, std::vector<std::pair<std::string, Tensor*>>& out) const;
