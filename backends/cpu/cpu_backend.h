@@ -2,6 +2,7 @@
 // The oneTBB CPU backend: host memory, synchronous execution, kernels parallel over cores.
 #include <functional>
 
+#include "../common/dtype_dispatch.h"
 #include "tessera/backend/backend.h"
 #include "tessera/tensor.h"
 
@@ -15,6 +16,11 @@ inline constexpr int64_t kParallelGrain = 32768;
  * is more than one chunk. Chunk boundaries never affect results in Tessera's kernels.
  */
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+/** Runs K<T>{}(call) for the floating dtype T of the call's first output. */
+template <template <class> class K> void float_dispatch(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), op_name(c.op).data(), [&]<class T>() { K<T>{}(c); });
+}
 
 /** Kernel registration, one function per family (each in its own translation unit). */
 void register_elementwise(KernelTable& table);

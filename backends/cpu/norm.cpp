@@ -191,9 +191,6 @@ template <class T> void ln_backward(const KernelCall& c) {
   });
 }
 
-template <template <class> class K> void float_dispatch(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), op_name(c.op).data(), [&]<class T>() { K<T>{}(c); });
-}
 template <class T> struct BnF { void operator()(const KernelCall& c) { bn_forward<T>(c); } };
 template <class T> struct BnB { void operator()(const KernelCall& c) { bn_backward<T>(c); } };
 template <class T> struct LnF { void operator()(const KernelCall& c) { ln_forward<T>(c); } };

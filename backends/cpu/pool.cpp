@@ -130,9 +130,6 @@ template <class T> void avg_pool_backward(const KernelCall& c) {
   });
 }
 
-template <template <class> class K> void float_dispatch(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), op_name(c.op).data(), [&]<class T>() { K<T>{}(c); });
-}
 template <class T> struct MaxF { void operator()(const KernelCall& c) { max_pool<T>(c); } };
 template <class T> struct MaxB { void operator()(const KernelCall& c) { max_pool_backward<T>(c); } };
 template <class T> struct AvgF { void operator()(const KernelCall& c) { avg_pool<T>(c); } };

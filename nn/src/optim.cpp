@@ -63,74 +63,50 @@ void Optimizer::load_state_dict(const StateDict& state) {
 }
 
 void SGD::step() {
-  NoGradGuard no_grad;
-  ++steps_;
-  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
-    const OptimOptions& o = param_groups()[gi].options;
-    for (size_t pi = 0; pi < param_groups()[gi].params.size(); ++pi) {
-      Tensor& p = param_groups()[gi].params[pi];
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
-      if (o.momentum != 0) {
-        // The first step initialises the buffer with the gradient itself (PyTorch).
-        const bool first = !has_state(gi, pi, "momentum_buffer");
-        Tensor& buf = state(gi, pi, "momentum_buffer");
-        buf.copy_(first ? g : add(mul(buf, o.momentum), mul(g, 1.0 - o.dampening)));
-        g = o.nesterov ? add(g, mul(buf, o.momentum)) : buf;
-      }
-      p.sub_(mul(g, o.lr));
+  for_each_update([this](size_t gi, size_t pi, Tensor& p, Tensor g, const OptimOptions& o) {
+    if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
+    if (o.momentum != 0) {
+      // The first step initialises the buffer with the gradient itself (PyTorch).
+      const bool first = !has_state(gi, pi, "momentum_buffer");
+      Tensor& buf = state(gi, pi, "momentum_buffer");
+      buf.copy_(first ? g : add(mul(buf, o.momentum), mul(g, 1.0 - o.dampening)));
+      g = o.nesterov ? add(g, mul(buf, o.momentum)) : buf;
     }
-  }
+    p.sub_(mul(g, o.lr));
+  });
 }
 
 void Adam::step() {
-  NoGradGuard no_grad;
-  ++steps_;
-  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
-    const OptimOptions& o = param_groups()[gi].options;
+  for_each_update([this](size_t gi, size_t pi, Tensor& p, Tensor g, const OptimOptions& o) {
     const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(steps_));
     const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(steps_));
-    for (size_t pi = 0; pi < param_groups()[gi].params.size(); ++pi) {
-      Tensor& p = param_groups()[gi].params[pi];
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      if (o.weight_decay != 0) {
-        if (decoupled_) p.mul_(1.0 - o.lr * o.weight_decay);
-        else g = add(g, mul(p, o.weight_decay));
-      }
-      Tensor& m = state(gi, pi, "exp_avg");
-      Tensor& v = state(gi, pi, "exp_avg_sq");
-      m.copy_(lerp(m, g, 1.0 - o.beta1));
-      v.copy_(add(mul(v, o.beta2), mul(square(g), 1.0 - o.beta2)));
-      // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), as PyTorch computes it.
-      const Tensor denom = add(div(sqrt(v), std::sqrt(bc2)), o.eps);
-      p.sub_(mul(div(m, denom), o.lr / bc1));
+    if (o.weight_decay != 0) {
+      if (decoupled_) p.mul_(1.0 - o.lr * o.weight_decay);
+      else g = add(g, mul(p, o.weight_decay));
     }
-  }
+    Tensor& m = state(gi, pi, "exp_avg");
+    Tensor& v = state(gi, pi, "exp_avg_sq");
+    m.copy_(lerp(m, g, 1.0 - o.beta1));
+    v.copy_(add(mul(v, o.beta2), mul(square(g), 1.0 - o.beta2)));
+    // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), as PyTorch computes it.
+    const Tensor denom = add(div(sqrt(v), std::sqrt(bc2)), o.eps);
+    p.sub_(mul(div(m, denom), o.lr / bc1));
+  });
 }
 
 void RMSprop::step() {
-  NoGradGuard no_grad;
-  ++steps_;
-  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
-    const OptimOptions& o = param_groups()[gi].options;
-    for (size_t pi = 0; pi < param_groups()[gi].params.size(); ++pi) {
-      Tensor& p = param_groups()[gi].params[pi];
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
-      Tensor& sq = state(gi, pi, "square_avg");
-      sq.copy_(add(mul(sq, o.alpha), mul(square(g), 1.0 - o.alpha)));
-      Tensor update = div(g, add(sqrt(sq), o.eps));
-      if (o.momentum > 0) {
-        Tensor& buf = state(gi, pi, "momentum_buffer");
-        buf.copy_(add(mul(buf, o.momentum), update));
-        update = buf;
-      }
-      p.sub_(mul(update, o.lr));
+  for_each_update([this](size_t gi, size_t pi, Tensor& p, Tensor g, const OptimOptions& o) {
+    if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
+    Tensor& sq = state(gi, pi, "square_avg");
+    sq.copy_(add(mul(sq, o.alpha), mul(square(g), 1.0 - o.alpha)));
+    Tensor update = div(g, add(sqrt(sq), o.eps));
+    if (o.momentum > 0) {
+      Tensor& buf = state(gi, pi, "momentum_buffer");
+      buf.copy_(add(mul(buf, o.momentum), update));
+      update = buf;
     }
-  }
+    p.sub_(mul(update, o.lr));
+  });
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, OptimOptions options) {

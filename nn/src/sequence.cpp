@@ -1,5 +1,6 @@
 // MultiHeadAttention, LSTM and GRU.
 #include <cmath>
+#include <functional>
 
 #include "tessera/nn/attention.h"
 #include "tessera/nn/init.h"
@@ -60,6 +61,18 @@ void make_weights(int64_t input, int64_t hidden, int64_t gates, const RecurrentO
   }
 }
 
+// Names the per-layer weights like PyTorch (weight_ih_l0, ...).
+void register_layers(std::vector<Tensor>& w_ih, std::vector<Tensor>& w_hh, std::vector<Tensor>& b_ih,
+                     std::vector<Tensor>& b_hh, const std::function<void(std::string, Tensor*)>& reg) {
+  for (size_t l = 0; l < w_ih.size(); ++l) {
+    const std::string s = std::to_string(l);
+    reg("weight_ih_l" + s, &w_ih[l]);
+    reg("weight_hh_l" + s, &w_hh[l]);
+    reg("bias_ih_l" + s, &b_ih[l]);
+    reg("bias_hh_l" + s, &b_hh[l]);
+  }
+}
+
 Tensor time_major(const Tensor& x, bool batch_first, const char* op) {
   TESSERA_CHECK(x.dim() == 3, op, "expected a 3-D input, got ", shape_str(x.shape()));
   return batch_first ? x.transpose(0, 1) : x;
@@ -68,13 +81,7 @@ Tensor time_major(const Tensor& x, bool batch_first, const char* op) {
 
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, RecurrentOptions options, Placement p) : hidden_(hidden_size), options_(options) {
   make_weights(input_size, hidden_size, 4, options, p, w_ih_, w_hh_, b_ih_, b_hh_);
-  for (int64_t l = 0; l < options.num_layers; ++l) {
-    const std::string s = std::to_string(l);
-    register_parameter("weight_ih_l" + s, &w_ih_[l]);
-    register_parameter("weight_hh_l" + s, &w_hh_[l]);
-    register_parameter("bias_ih_l" + s, &b_ih_[l]);
-    register_parameter("bias_hh_l" + s, &b_hh_[l]);
-  }
+  register_layers(w_ih_, w_hh_, b_ih_, b_hh_, [this](std::string n, Tensor* t) { register_parameter(std::move(n), t); });
 }
 
 std::pair<Tensor, std::pair<Tensor, Tensor>> LSTM::forward(const Tensor& x_in, const std::pair<Tensor, Tensor>& state) {
@@ -104,13 +111,7 @@ std::pair<Tensor, std::pair<Tensor, Tensor>> LSTM::forward(const Tensor& x_in, c
 
 GRU::GRU(int64_t input_size, int64_t hidden_size, RecurrentOptions options, Placement p) : hidden_(hidden_size), options_(options) {
   make_weights(input_size, hidden_size, 3, options, p, w_ih_, w_hh_, b_ih_, b_hh_);
-  for (int64_t l = 0; l < options.num_layers; ++l) {
-    const std::string s = std::to_string(l);
-    register_parameter("weight_ih_l" + s, &w_ih_[l]);
-    register_parameter("weight_hh_l" + s, &w_hh_[l]);
-    register_parameter("bias_ih_l" + s, &b_ih_[l]);
-    register_parameter("bias_hh_l" + s, &b_hh_[l]);
-  }
+  register_layers(w_ih_, w_hh_, b_ih_, b_hh_, [this](std::string n, Tensor* t) { register_parameter(std::move(n), t); });
 }
 
 std::pair<Tensor, Tensor> GRU::forward(const Tensor& x_in, const Tensor& h0) {

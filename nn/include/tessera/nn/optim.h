@@ -49,6 +49,17 @@ class Optimizer {
   /** State tensor `key` of parameter `p` in group `g`, created as zeros like the parameter. */
   Tensor& state(size_t g, size_t p, const std::string& key);
   bool has_state(size_t g, size_t p, const std::string& key) const;
+  /** Counts a step and calls fn(group, index, param, grad, options) for every parameter with a gradient. */
+  template <class F> void for_each_update(F&& fn) {
+    NoGradGuard no_grad;
+    ++steps_;
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
+        Tensor& p = groups_[gi].params[pi];
+        if (p.grad().defined()) fn(gi, pi, p, p.grad(), groups_[gi].options);
+      }
+    }
+  }
   int64_t steps_ = 0;
 
  private:
