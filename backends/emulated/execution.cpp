@@ -1,0 +1,308 @@
+#include "execution.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <boost/context/fiber.hpp>
+#include <boost/context/pooled_fixedsize_stack.hpp>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tessera/error.h"
+
+namespace tessera::emu {
+
+namespace ctx = boost::context;
+
+namespace {
+constexpr size_t kRedzone = 64;
+constexpr unsigned char kPoison = 0xFF;     // NaN for f32/f64/f16 and -1 for integers
+constexpr unsigned char kRedzoneByte = 0xCD;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kStackSize = 256 * 1024;
+#else
+constexpr size_t kStackSize = 64 * 1024;
+#endif
+
+enum class Wait { running, barrier, warp, done };
+
+struct Fiber;
+struct Block;
+
+struct Fiber {
+  ctx::fiber self, caller;
+  ThreadState state;
+  Block* block = nullptr;
+  int tid = 0;
+  Wait wait = Wait::running;
+  std::source_location site;
+  uint64_t shuffle_count = 0;
+  std::exception_ptr error;
+};
+
+struct Block {
+  std::vector<std::unique_ptr<Fiber>> threads;
+  std::vector<char> arena;            // [redzone][dynamic][redzone]([static][redzone])*
+  size_t dynamic_bytes = 0;
+  std::map<const void*, std::pair<size_t, size_t>> static_arrays;  // key -> (offset, bytes)
+  std::vector<uint64_t> slots[2];     // warp shuffle exchange, double-buffered by parity
+};
+
+thread_local Fiber* t_fiber = nullptr;
+thread_local ThreadState t_plain;  // state of a non-cooperative thread
+
+std::string where_str(const std::source_location& s) { return std::string(s.file_name()) + ":" + std::to_string(s.line()); }
+
+void yield(Fiber& f) { f.caller = std::move(f.caller).resume(); }
+
+void check_redzones(const Block& b) {
+  const auto bad = [&](size_t off) {
+    for (size_t i = 0; i < kRedzone; ++i) {
+      if (static_cast<unsigned char>(b.arena[off + i]) != kRedzoneByte) return true;
+    }
+    return false;
+  };
+  bool corrupt = bad(0) || bad(kRedzone + b.dynamic_bytes);
+  for (const auto& [key, a] : b.static_arrays) corrupt = corrupt || bad(a.first - kRedzone) || bad(a.first + a.second);
+  if (corrupt) throw Error("emulated: a kernel wrote outside its shared memory (redzone overwritten)");
+}
+
+std::vector<int> order(int n, uint64_t round) {
+  std::vector<int> o(static_cast<size_t>(n));
+  std::iota(o.begin(), o.end(), 0);
+  switch (settings().schedule) {
+    case Schedule::forward: break;
+    case Schedule::reverse: std::reverse(o.begin(), o.end()); break;
+    case Schedule::random: {
+      std::mt19937_64 rng(settings().seed * 0x9E3779B97F4A7C15ULL + round);
+      std::shuffle(o.begin(), o.end(), rng);
+      break;
+    }
+  }
+  return o;
+}
+
+// Runs every fiber of the block until all finish, releasing barriers when every live thread
+// waits at one, and warp exchanges when every lane of the warp arrived.
+void run_block(Block& b) {
+  const int n = static_cast<int>(b.threads.size());
+  const int warp = settings().warp_size;
+  uint64_t round = 0;
+  for (;;) {
+    bool progressed = false;
+    for (int i : order(n, round++)) {
+      Fiber& f = *b.threads[i];
+      if (f.wait != Wait::running) continue;
+      t_fiber = &f;
+      f.self = std::move(f.self).resume();
+      t_fiber = nullptr;
+      if (f.error) std::rethrow_exception(f.error);
+      progressed = true;
+    }
+    // Release warp exchanges whose lanes all arrived.
+    for (int w0 = 0; w0 < n; w0 += warp) {
+      const int w1 = std::min(n, w0 + warp);
+      int waiting = 0, done = 0;
+      for (int t = w0; t < w1; ++t) {
+        waiting += b.threads[t]->wait == Wait::warp;
+        done += b.threads[t]->wait == Wait::done;
+      }
+      if (waiting > 0 && waiting + done == w1 - w0) {
+        if (done > 0) {
+          throw Error("emulated: warp shuffle at " + where_str(b.threads[w0]->site) + " reached by " +
+                      std::to_string(waiting) + " lanes while " + std::to_string(done) + " lanes of the warp had exited");
+        }
+        for (int t = w0; t < w1; ++t) b.threads[t]->wait = Wait::running;
+        progressed = true;
+      }
+    }
+    int live = 0, at_barrier = 0, at_warp = 0;
+    for (auto& f : b.threads) {
+      live += f->wait != Wait::done;
+      at_barrier += f->wait == Wait::barrier;
+      at_warp += f->wait == Wait::warp;
+    }
+    if (live == 0) return;
+    if (at_barrier == live) {
+      const Fiber* first = nullptr;
+      for (auto& f : b.threads) {
+        if (f->wait != Wait::barrier) continue;
+        if (!first) first = f.get();
+        else if (f->site.line() != first->site.line() || std::strcmp(f->site.file_name(), first->site.file_name()) != 0) {
+          throw Error("emulated: threads of one block wait at different barriers: " + where_str(first->site) + " and " +
+                      where_str(f->site));
+        }
+      }
+      if (live < n) {
+        throw Error("emulated: deadlock: barrier at " + where_str(first->site) + " reached by " + std::to_string(live) +
+                    " of " + std::to_string(n) + " threads; the others have exited");
+      }
+      for (auto& f : b.threads) f->wait = Wait::running;
+      continue;
+    }
+    if (!progressed) {
+      std::string sites;
+      for (auto& f : b.threads) {
+        if (f->wait == Wait::barrier || f->wait == Wait::warp) {
+          sites = where_str(f->site);
+          break;
+        }
+      }
+      throw Error("emulated: deadlock: " + std::to_string(at_barrier) + " threads at a barrier and " + std::to_string(at_warp) +
+                  " at a warp shuffle (" + sites + ") can never all arrive");
+    }
+  }
+}
+}  // namespace
+
+Settings& settings() {
+  static Settings s = [] {
+    Settings v;
+    if (const char* w = std::getenv("TESSERA_EMU_WARP")) v.warp_size = std::atoi(w) == 64 ? 64 : 32;
+    if (const char* sc = std::getenv("TESSERA_EMU_SCHEDULE")) {
+      const std::string str(sc);
+      if (str == "reverse") v.schedule = Schedule::reverse;
+      else if (str.rfind("random", 0) == 0) {
+        v.schedule = Schedule::random;
+        if (str.size() > 7) v.seed = std::strtoull(str.c_str() + 7, nullptr, 10);
+      }
+    }
+    return v;
+  }();
+  return s;
+}
+
+const ThreadState& current() { return t_fiber ? t_fiber->state : t_plain; }
+
+void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
+  const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  TESSERA_CHECK(threads >= 1 && threads <= 1024, "launch", "block of ", threads, " threads (1..1024 allowed)");
+  if (blocks == 0) return;
+  auto block_state = [&](uint64_t bi) {
+    ThreadState s;
+    s.grid_dim = grid;
+    s.block_dim = block;
+    s.block_idx = {static_cast<unsigned>(bi % grid.x), static_cast<unsigned>((bi / grid.x) % grid.y),
+                   static_cast<unsigned>(bi / (uint64_t{grid.x} * grid.y))};
+    return s;
+  };
+  auto thread_idx = [&](int t) {
+    return Dim3{static_cast<unsigned>(t % block.x), static_cast<unsigned>((t / block.x) % block.y),
+                static_cast<unsigned>(t / (block.x * block.y))};
+  };
+  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, blocks), [&](const tbb::blocked_range<uint64_t>& r) {
+    if (!cooperative) {
+      for (uint64_t bi = r.begin(); bi < r.end(); ++bi) {
+        t_plain = block_state(bi);
+        for (int t = 0; t < threads; ++t) {
+          t_plain.thread_idx = thread_idx(t);
+          body();
+        }
+      }
+      return;
+    }
+    ctx::pooled_fixedsize_stack stacks(kStackSize);
+    for (uint64_t bi = r.begin(); bi < r.end(); ++bi) {
+      Block b;
+      b.dynamic_bytes = dynamic_shared;
+      b.arena.assign(2 * kRedzone + dynamic_shared, static_cast<char>(kPoison));
+      std::memset(b.arena.data(), kRedzoneByte, kRedzone);
+      std::memset(b.arena.data() + kRedzone + dynamic_shared, kRedzoneByte, kRedzone);
+      b.arena.reserve(b.arena.size() + 64 * 1024);  // static arrays are appended without moving
+      b.slots[0].assign(static_cast<size_t>(threads), 0);
+      b.slots[1].assign(static_cast<size_t>(threads), 0);
+      for (int t = 0; t < threads; ++t) {
+        auto f = std::make_unique<Fiber>();
+        f->state = block_state(bi);
+        f->state.thread_idx = thread_idx(t);
+        f->block = &b;
+        f->tid = t;
+        Fiber* fp = f.get();
+        f->self = ctx::fiber(std::allocator_arg, stacks, [fp, &body](ctx::fiber&& caller) {
+          fp->caller = std::move(caller);
+          try {
+            body();
+          } catch (const ctx::detail::forced_unwind&) {
+            throw;  // a suspended fiber being destroyed after an error: let Boost unwind it
+          } catch (...) {
+            fp->error = std::current_exception();
+          }
+          fp->wait = Wait::done;
+          return std::move(fp->caller);
+        });
+        b.threads.push_back(std::move(f));
+      }
+      run_block(b);
+      check_redzones(b);
+    }
+  });
+}
+
+void sync_threads(std::source_location where) {
+  Fiber* f = t_fiber;
+  if (!f) throw Error("emulated: __syncthreads at " + where_str(where) + " in a kernel launched without cooperative threads");
+  f->wait = Wait::barrier;
+  f->site = where;
+  yield(*f);
+}
+
+int lane_id() {
+  const ThreadState& s = current();
+  const unsigned tid = s.thread_idx.x + s.block_dim.x * (s.thread_idx.y + s.block_dim.y * s.thread_idx.z);
+  return static_cast<int>(tid % static_cast<unsigned>(settings().warp_size));
+}
+
+namespace {
+// Publishes `value`, waits for every lane of the warp, then reads the value of lane `src`
+// (src outside the warp reads the caller's own value, like CUDA).
+uint64_t exchange(uint64_t value, int src, std::source_location where) {
+  Fiber* f = t_fiber;
+  if (!f) throw Error("emulated: warp shuffle at " + where_str(where) + " in a kernel launched without cooperative threads");
+  Block& b = *f->block;
+  const int warp = settings().warp_size;
+  const int base = f->tid - f->tid % warp;
+  const int width = std::min<int>(warp, static_cast<int>(b.threads.size()) - base);
+  auto& slot = b.slots[f->shuffle_count++ & 1];
+  slot[static_cast<size_t>(f->tid)] = value;
+  f->wait = Wait::warp;
+  f->site = where;
+  yield(*f);
+  return (src >= 0 && src < width) ? slot[static_cast<size_t>(base + src)] : value;
+}
+}  // namespace
+
+uint64_t shuffle(uint64_t value, int src_lane, std::source_location where) { return exchange(value, src_lane, where); }
+uint64_t shuffle_down(uint64_t value, int delta, std::source_location where) {
+  const int lane = lane_id();
+  return exchange(value, lane + delta < settings().warp_size ? lane + delta : -1, where);
+}
+uint64_t shuffle_xor(uint64_t value, int mask, std::source_location where) { return exchange(value, lane_id() ^ mask, where); }
+
+char* dynamic_shared() {
+  Fiber* f = t_fiber;
+  if (!f) throw Error("emulated: shared memory used in a kernel launched without cooperative threads");
+  return f->block->arena.data() + kRedzone;
+}
+
+char* static_shared(const void* key, size_t bytes) {
+  Fiber* f = t_fiber;
+  if (!f) throw Error("emulated: shared memory used in a kernel launched without cooperative threads");
+  Block& b = *f->block;
+  auto it = b.static_arrays.find(key);
+  if (it == b.static_arrays.end()) {
+    const size_t off = (b.arena.size() + kRedzone + 15) / 16 * 16;
+    TESSERA_CHECK(off + bytes + kRedzone <= b.arena.capacity(), "emulated", "static shared memory exceeds 64 KiB");
+    b.arena.resize(off, static_cast<char>(kRedzoneByte));
+    b.arena.resize(off + bytes, static_cast<char>(kPoison));
+    b.arena.resize(off + bytes + kRedzone, static_cast<char>(kRedzoneByte));
+    it = b.static_arrays.emplace(key, std::make_pair(off, bytes)).first;
+  }
+  return b.arena.data() + it->second.first;
+}
+
+}  // namespace tessera::emu

@@ -1,0 +1,53 @@
+#pragma once
+// A CPU emulation of the CUDA/HIP execution model, so the kernels in backends/gpu run (and are
+// tested) on machines without a GPU. Blocks run in parallel on host threads; the threads of a
+// block run as fibers (Boost.Context) that switch at barriers and warp shuffles, in a forward,
+// reverse or seeded random order. Shared memory is a per-block arena filled with NaN bytes at
+// block start and fenced by checked redzones. A barrier that not every live thread reaches, or
+// threads waiting at different barriers, raises an error naming the source lines.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <source_location>
+#include <string>
+
+namespace tessera::emu {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+enum class Schedule { forward, reverse, random };
+
+/** Emulator settings; read from TESSERA_EMU_WARP (32 | 64) and TESSERA_EMU_SCHEDULE
+ *  (forward | reverse | random[:seed]) at first use, changeable for tests. */
+struct Settings {
+  int warp_size = 32;
+  Schedule schedule = Schedule::forward;
+  uint64_t seed = 1;
+};
+Settings& settings();
+
+/** What a kernel body sees about itself. */
+struct ThreadState {
+  Dim3 thread_idx, block_idx, block_dim, grid_dim;
+};
+const ThreadState& current();
+
+/** Runs `body` for every thread of every block. `cooperative` kernels may use barriers,
+ *  shuffles and shared memory (threads are fibers); others run threads in a plain loop. */
+void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative);
+
+void sync_threads(std::source_location where = std::source_location::current());
+/** Warp shuffles over 64-bit payloads (narrower types are widened by the caller). */
+uint64_t shuffle(uint64_t value, int src_lane, std::source_location where);
+uint64_t shuffle_down(uint64_t value, int delta, std::source_location where);
+uint64_t shuffle_xor(uint64_t value, int mask, std::source_location where);
+int lane_id();
+
+/** Shared memory of the current block: the dynamic part, and static arrays keyed by call site. */
+char* dynamic_shared();
+char* static_shared(const void* key, size_t bytes);
+
+}  // namespace tessera::emu

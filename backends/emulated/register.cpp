@@ -1,0 +1,55 @@
+// The emulated GPU backend: device type `emulated`, memory in host RAM but reached only through
+// the device copy calls (like a discrete GPU), kernels from backends/gpu run by the CPU
+// emulation of the execution model (execution.h). It exists to verify the GPU kernels.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "../gpu/kernels.h"
+#include "execution.h"
+#include "tessera/backend/registry.h"
+
+namespace tessera {
+namespace {
+
+class EmulatedMemory final : public RawAllocator {
+ public:
+  void* raw_alloc(size_t nbytes) override { return std::aligned_alloc(256, (nbytes + 255) / 256 * 256); }
+  void raw_free(void* p) override { std::free(p); }
+  bool host_accessible() const override { return true; }  // guard bytes can be checked
+};
+
+class EmulatedBackend final : public Backend {
+ public:
+  EmulatedBackend() : allocator_("emulated:0", memory_) {
+    if (const char* g = std::getenv("TESSERA_ALLOC_GUARD"); g && std::strcmp(g, "0") != 0) allocator_.set_guards(true);
+    gpu::emulated::register_all(kernels_);
+  }
+  const char* name() const override { return "emulated"; }
+  DeviceType device_type() const override { return DeviceType::emulated; }
+  int device_count() const override { return 1; }
+  DeviceInfo device_info(int) const override {
+    const auto& s = emu::settings();
+    const char* sched = s.schedule == emu::Schedule::forward ? "forward" : s.schedule == emu::Schedule::reverse ? "reverse" : "random";
+    return {"CPU emulation of the CUDA/HIP execution model", 0, 0,
+            {{"warp size", std::to_string(s.warp_size)}, {"schedule", sched}, {"threads", "fibers (Boost.Context)"}}};
+  }
+  std::vector<std::pair<std::string, std::string>> build_info() const override {
+    return {{"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"}};
+  }
+  CachingAllocator& allocator(int) override { return allocator_; }
+  bool host_accessible() const override { return false; }
+  void copy_from_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
+  void copy_on_device(void* dst, int, const void* src, int, size_t n) override { std::memcpy(dst, src, n); }
+  void synchronize(int) override {}
+
+ private:
+  EmulatedMemory memory_;
+  CachingAllocator allocator_;
+};
+}  // namespace
+
+void register_emulated_backend() { register_backend(std::make_unique<EmulatedBackend>()); }
+
+}  // namespace tessera

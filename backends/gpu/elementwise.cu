@@ -1,0 +1,177 @@
+// Elementwise kernels: every unary/binary functor of core/kernels through one grid-stride
+// kernel each, plus where, copy (with dtype conversion), fill and the Philox random kernels.
+#include "common.h"
+#include "tessera/kernels/binary.h"
+#include "tessera/kernels/convert.h"
+#include "tessera/kernels/philox.h"
+#include "tessera/kernels/unary.h"
+
+namespace tessera::gpu {
+inline namespace TESSERA_GPU_TARGET {
+namespace {
+
+template <class Fn, class T>
+TESSERA_GLOBAL void unary_kernel(int64_t n, T* out, const T* a, Indexer<2> ix) {
+  using C = compute_t<T>;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    int64_t o[2];
+    ix.offsets(i, o);
+    out[o[0]] = static_cast<T>(Fn{}(static_cast<C>(a[o[1]])));
+  }
+}
+
+template <class Fn, class T, class O>
+TESSERA_GLOBAL void binary_kernel(int64_t n, O* out, const T* a, const T* b, Indexer<3> ix) {
+  using C = compute_t<T>;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    int64_t o[3];
+    ix.offsets(i, o);
+    out[o[0]] = static_cast<O>(Fn{}(static_cast<C>(a[o[1]]), static_cast<C>(b[o[2]])));
+  }
+}
+
+template <class T>
+TESSERA_GLOBAL void where_kernel(int64_t n, T* out, const bool* c, const T* a, const T* b, Indexer<4> ix) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    int64_t o[4];
+    ix.offsets(i, o);
+    out[o[0]] = c[o[1]] ? a[o[2]] : b[o[3]];
+  }
+}
+
+template <class D, class S> TESSERA_GLOBAL void copy_kernel(int64_t n, D* out, const S* in, Indexer<2> ix) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    int64_t o[2];
+    ix.offsets(i, o);
+    out[o[0]] = kernels::convert<D, S>(in[o[1]]);
+  }
+}
+
+template <class T> TESSERA_GLOBAL void fill_kernel(int64_t n, T* out, T value, Indexer<1> ix) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    int64_t o[1];
+    ix.offsets(i, o);
+    out[o[0]] = value;
+  }
+}
+
+enum class RandomKind { uniform, normal, integer, bernoulli };
+
+// Element i uses word i % 4 of Philox block i / 4: the CPU backend's numbers exactly (normal
+// samples agree to the accuracy of the platform's logf/sinf/cosf).
+template <class T, RandomKind K>
+TESSERA_GLOBAL void random_kernel(int64_t n, T* out, uint64_t seed, uint64_t offset, double a, double b) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const kernels::Philox4 w = kernels::philox_block(seed, offset, static_cast<uint64_t>(i / 4));
+    const int j = static_cast<int>(i % 4);
+    if constexpr (K == RandomKind::uniform) {
+      using C = compute_t<T>;
+      C v = static_cast<C>(a) + static_cast<C>(b - a) * static_cast<C>(kernels::uniform_from_bits(w.v[j]));
+      if (v >= static_cast<C>(b) && b > a) v = static_cast<C>(a);
+      out[i] = static_cast<T>(v);
+    } else if constexpr (K == RandomKind::normal) {
+      const int pair = j & ~1;
+      const float u1 = 1.0f - kernels::uniform_from_bits(w.v[pair]);
+      const float u2 = kernels::uniform_from_bits(w.v[pair + 1]);
+      const float r = sqrtf(-2.0f * logf(u1));
+      const float angle = 6.283185307179586f * u2;
+      const float z = (j & 1) ? r * sinf(angle) : r * cosf(angle);
+      out[i] = static_cast<T>(static_cast<float>(a) + static_cast<float>(b) * z);
+    } else if constexpr (K == RandomKind::integer) {
+      const uint64_t bits = (static_cast<uint64_t>(w.v[j]) << 32) | w.v[(j + 1) & 3];
+      const auto lo = static_cast<int64_t>(a);
+      const auto range = static_cast<uint64_t>(static_cast<int64_t>(b) - lo);
+      out[i] = kernels::convert<T, int64_t>(lo + static_cast<int64_t>(bits % range));
+    } else {
+      out[i] = kernels::convert<T, int>(kernels::uniform_from_bits(w.v[j]) < static_cast<float>(a) ? 1 : 0);
+    }
+  }
+}
+
+// ---- host launchers ----
+
+template <class Fn, DTypePolicy P> void unary_op(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  Tensor& out = c.outputs[0];
+  auto run = [&]<class T>() {
+    launch(unary_kernel<Fn, T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), ptr<T>(x),
+           make_indexer<2>(out.shape(), {&out, &x}));
+  };
+  if constexpr (P == DTypePolicy::Float) backend_common::dispatch_float(x.dtype(), op_name(c.op).data(), run);
+  else backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), run);
+}
+
+template <class Fn, DTypePolicy P> void binary_op(const KernelCall& c) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  Tensor& out = c.outputs[0];
+  auto run = [&]<class T, class O>() {
+    launch(binary_kernel<Fn, T, O>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<O>(out), ptr<T>(a),
+           ptr<T>(b), make_indexer<3>(out.shape(), {&out, &a, &b}));
+  };
+  const char* name = op_name(c.op).data();
+  if constexpr (P == DTypePolicy::Arith) {
+    backend_common::dispatch_numeric(a.dtype(), name, [&]<class T>() { run.template operator()<T, T>(); });
+  } else if constexpr (P == DTypePolicy::TrueDiv) {
+    backend_common::dispatch_float(a.dtype(), name, [&]<class T>() { run.template operator()<T, T>(); });
+  } else if constexpr (P == DTypePolicy::Compare) {
+    backend_common::dispatch_all(a.dtype(), name, [&]<class T>() { run.template operator()<T, bool>(); });
+  } else {
+    run.template operator()<bool, bool>();
+  }
+}
+
+void where_op(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  backend_common::dispatch_all(out.dtype(), "where", [&]<class T>() {
+    launch(where_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), ptr<bool>(c.inputs[0]),
+           ptr<T>(c.inputs[1]), ptr<T>(c.inputs[2]), make_indexer<4>(out.shape(), {&out, &c.inputs[0], &c.inputs[1], &c.inputs[2]}));
+  });
+}
+
+void copy_op(const KernelCall& c) {
+  const Tensor& src = c.inputs[0];
+  Tensor& dst = c.outputs[0];
+  backend_common::dispatch_all(dst.dtype(), "copy", [&]<class D>() {
+    backend_common::dispatch_all(src.dtype(), "copy", [&]<class S>() {
+      launch(copy_kernel<D, S>, blocks_for(dst.numel()), Grid{kThreads}, 0, false, dst.numel(), ptr<D>(dst), ptr<S>(src),
+             make_indexer<2>(dst.shape(), {&dst, &src}));
+    });
+  });
+}
+
+void fill_op(const KernelCall& c) {
+  Tensor& dst = c.outputs[0];
+  backend_common::dispatch_all(dst.dtype(), "fill", [&]<class T>() {
+    launch(fill_kernel<T>, blocks_for(dst.numel()), Grid{kThreads}, 0, false, dst.numel(), ptr<T>(dst),
+           kernels::from_double<T>(c.attrs.scalar), make_indexer<1>(dst.shape(), {&dst}));
+  });
+}
+
+template <RandomKind K> void random_op(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  auto run = [&]<class T>() {
+    launch(random_kernel<T, K>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), c.attrs.seed,
+           c.attrs.offset, c.attrs.scalar, c.attrs.scalar2);
+  };
+  if constexpr (K == RandomKind::uniform || K == RandomKind::normal) backend_common::dispatch_float(out.dtype(), op_name(c.op).data(), run);
+  else if constexpr (K == RandomKind::integer) backend_common::dispatch_numeric(out.dtype(), "randint", run);
+  else backend_common::dispatch_all(out.dtype(), "bernoulli", run);
+}
+}  // namespace
+
+void register_elementwise(KernelTable& table) {
+#define TESSERA_UNARY_OP(id, name, fn, policy) table[OpId::id] = &unary_op<kernels::fn, DTypePolicy::policy>;
+#define TESSERA_BINARY_OP(id, name, fn, policy) table[OpId::id] = &binary_op<kernels::fn, DTypePolicy::policy>;
+#include "tessera/ops/op_list.inc"
+  table[OpId::Where] = &where_op;
+  table[OpId::Copy] = &copy_op;
+  table[OpId::Fill] = &fill_op;
+  table[OpId::RandUniform] = &random_op<RandomKind::uniform>;
+  table[OpId::RandNormal] = &random_op<RandomKind::normal>;
+  table[OpId::RandInt] = &random_op<RandomKind::integer>;
+  table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;
+}
+
+}  // namespace TESSERA_GPU_TARGET
+}  // namespace tessera::gpu

@@ -1,0 +1,24 @@
+#pragma once
+// Registration of the GPU kernel families into a backend's kernel table. Each backend that
+// builds this source tree (cuda, hip, emulated) calls these for its own target namespace.
+#include "runtime.h"
+#include "tessera/backend/kernel.h"
+
+namespace tessera::gpu {
+inline namespace TESSERA_GPU_TARGET {
+void register_elementwise(KernelTable& table);
+void register_reductions(KernelTable& table);
+void register_linalg(KernelTable& table);
+void register_indexing(KernelTable& table);
+void register_nn(KernelTable& table);
+
+/** Every family. */
+inline void register_all(KernelTable& table) {
+  register_elementwise(table);
+  register_reductions(table);
+  register_linalg(table);
+  register_indexing(table);
+  register_nn(table);
+}
+}  // namespace TESSERA_GPU_TARGET
+}  // namespace tessera::gpu

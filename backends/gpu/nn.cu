@@ -1,0 +1,245 @@
+// nn kernels: direct convolution (one thread per output element of the forward, input-grad and
+// weight-grad), pooling, batch/layer normalisation (a block per channel / row with block
+// reductions) and fused cross entropy.
+#include <cmath>
+
+#include "common.h"
+#include "kernels.h"
+#include "tessera/kernels/convert.h"
+#include "tessera/ops/reduction.h"
+
+namespace tessera::gpu {
+inline namespace TESSERA_GPU_TARGET {
+namespace {
+
+struct ConvDims {
+  int64_t n, c, h, w, o, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw, groups;
+};
+ConvDims conv_dims(const Shape& x, const Shape& w, const Shape& out, const OpAttrs& a) {
+  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], out[2], out[3], a.stride[0], a.stride[1], a.padding[0], a.padding[1],
+          a.dilation[0], a.dilation[1], a.groups};
+}
+
+template <class T> using acc_t = compute_t<T>;
+
+template <class T> TESSERA_GLOBAL void conv_fwd_kernel(ConvDims d, const T* x, const T* w, const T* bias, T* out) {
+  const int64_t total = d.n * d.o * d.ho * d.wo, cg = d.c / d.groups, og = d.o / d.groups;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, o = (i / (d.wo * d.ho)) % d.o, b = i / (d.wo * d.ho * d.o);
+    const int64_t g = o / og;
+    acc_t<T> acc = bias ? static_cast<acc_t<T>>(bias[o]) : acc_t<T>(0);
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t a = 0; a < d.kh; ++a) {
+        const int64_t ih = oh * d.sh - d.ph + a * d.dh;
+        if (ih < 0 || ih >= d.h) continue;
+        for (int64_t e = 0; e < d.kw; ++e) {
+          const int64_t iw = ow * d.sw - d.pw + e * d.dw;
+          if (iw < 0 || iw >= d.w) continue;
+          acc += static_cast<acc_t<T>>(x[((b * d.c + g * cg + ci) * d.h + ih) * d.w + iw]) *
+                 static_cast<acc_t<T>>(w[((o * cg + ci) * d.kh + a) * d.kw + e]);
+        }
+      }
+    out[i] = static_cast<T>(acc);
+  }
+}
+
+template <class T> TESSERA_GLOBAL void conv_dgrad_kernel(ConvDims d, const T* gout, const T* w, T* gx) {
+  const int64_t total = d.n * d.c * d.h * d.w, cg = d.c / d.groups, og = d.o / d.groups;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t iw = i % d.w, ih = (i / d.w) % d.h, c = (i / (d.w * d.h)) % d.c, b = i / (d.w * d.h * d.c);
+    const int64_t g = c / cg, ci = c % cg;
+    acc_t<T> acc = 0;
+    for (int64_t a = 0; a < d.kh; ++a) {
+      const int64_t th = ih + d.ph - a * d.dh;  // = oh * sh
+      if (th < 0 || th % d.sh != 0 || th / d.sh >= d.ho) continue;
+      for (int64_t e = 0; e < d.kw; ++e) {
+        const int64_t tw = iw + d.pw - e * d.dw;
+        if (tw < 0 || tw % d.sw != 0 || tw / d.sw >= d.wo) continue;
+        for (int64_t oo = 0; oo < og; ++oo) {
+          const int64_t o = g * og + oo;
+          acc += static_cast<acc_t<T>>(gout[((b * d.o + o) * d.ho + th / d.sh) * d.wo + tw / d.sw]) *
+                 static_cast<acc_t<T>>(w[((o * cg + ci) * d.kh + a) * d.kw + e]);
+        }
+      }
+    }
+    gx[i] = static_cast<T>(acc);
+  }
+}
+
+template <class T> TESSERA_GLOBAL void conv_wgrad_kernel(ConvDims d, const T* gout, const T* x, T* gw) {
+  const int64_t cg = d.c / d.groups, og = d.o / d.groups, total = d.o * cg * d.kh * d.kw;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t e = i % d.kw, a = (i / d.kw) % d.kh, ci = (i / (d.kw * d.kh)) % cg, o = i / (d.kw * d.kh * cg);
+    const int64_t c = (o / og) * cg + ci;
+    acc_t<T> acc = 0;
+    for (int64_t b = 0; b < d.n; ++b)
+      for (int64_t oh = 0; oh < d.ho; ++oh) {
+        const int64_t ih = oh * d.sh - d.ph + a * d.dh;
+        if (ih < 0 || ih >= d.h) continue;
+        for (int64_t ow = 0; ow < d.wo; ++ow) {
+          const int64_t iw = ow * d.sw - d.pw + e * d.dw;
+          if (iw < 0 || iw >= d.w) continue;
+          acc += static_cast<acc_t<T>>(gout[((b * d.o + o) * d.ho + oh) * d.wo + ow]) *
+                 static_cast<acc_t<T>>(x[((b * d.c + c) * d.h + ih) * d.w + iw]);
+        }
+      }
+    gw[i] = static_cast<T>(acc);
+  }
+}
+
+template <class F> void conv_dispatch(DType dt, const char* op, F&& f) {
+  if (dt == DType::f32) f.template operator()<float>();
+  else if (dt == DType::f64) f.template operator()<double>();
+  else throw Error(detail::concat(op, ": supports float32 and float64 on the GPU backends, got ", dt));
+}
+
+void conv_fwd(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  const ConvDims d = conv_dims(c.inputs[0].shape(), c.inputs[1].shape(), out.shape(), c.attrs);
+  conv_dispatch(out.dtype(), "conv2d", [&]<class T>() {
+    launch(conv_fwd_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+           ptr<const T>(c.inputs[1]), c.inputs[2].defined() ? ptr<const T>(c.inputs[2]) : nullptr, ptr<T>(out));
+  });
+}
+void conv_dgrad(const KernelCall& c) {
+  Tensor& gx = c.outputs[0];
+  const ConvDims d = conv_dims(gx.shape(), c.inputs[1].shape(), c.inputs[0].shape(), c.attrs);
+  conv_dispatch(gx.dtype(), "conv2d_input_grad", [&]<class T>() {
+    launch(conv_dgrad_kernel<T>, blocks_for(gx.numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+           ptr<const T>(c.inputs[1]), ptr<T>(gx));
+  });
+}
+void conv_wgrad(const KernelCall& c) {
+  Tensor& gw = c.outputs[0];
+  const ConvDims d = conv_dims(c.inputs[1].shape(), gw.shape(), c.inputs[0].shape(), c.attrs);
+  conv_dispatch(gw.dtype(), "conv2d_weight_grad", [&]<class T>() {
+    launch(conv_wgrad_kernel<T>, blocks_for(gw.numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+           ptr<const T>(c.inputs[1]), ptr<T>(gw));
+  });
+}
+
+struct PoolDims {
+  int64_t planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw;
+  bool count_include_pad;
+};
+PoolDims pool_dims(const Shape& in, const Shape& out, const OpAttrs& a) {
+  return {in[0] * in[1], in[2], in[3], out[2], out[3], a.kernel[0], a.kernel[1], a.stride[0], a.stride[1],
+          a.padding[0], a.padding[1], a.dilation[0], a.dilation[1], a.flag};
+}
+
+template <class T> TESSERA_GLOBAL void max_pool_kernel(PoolDims d, const T* x, T* y, int64_t* idx) {
+  for (int64_t i = global_index(); i < d.planes * d.ho * d.wo; i += grid_stride()) {
+    const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, p = i / (d.wo * d.ho);
+    acc_t<T> best = -INFINITY;
+    int64_t bi = -1;
+    for (int64_t a = 0; a < d.kh; ++a) {
+      const int64_t ih = oh * d.sh - d.ph + a * d.dh;
+      if (ih < 0 || ih >= d.h) continue;
+      for (int64_t e = 0; e < d.kw; ++e) {
+        const int64_t iw = ow * d.sw - d.pw + e * d.dw;
+        if (iw < 0 || iw >= d.w) continue;
+        const acc_t<T> v = static_cast<acc_t<T>>(x[(p * d.h + ih) * d.w + iw]);
+        if (bi < 0 || ((v > best || v != v) && best == best)) best = v, bi = ih * d.w + iw;
+      }
+    }
+    y[i] = static_cast<T>(best);
+    idx[i] = bi;
+  }
+}
+
+template <class T> TESSERA_GLOBAL void max_pool_bwd_kernel(PoolDims d, const T* gout, const int64_t* idx, T* gx) {
+  // One thread per plane: the plane's scatter is sequential, so it needs no atomics.
+  for (int64_t p = global_index(); p < d.planes; p += grid_stride()) {
+    T* plane = gx + p * d.h * d.w;
+    for (int64_t j = 0; j < d.h * d.w; ++j) plane[j] = static_cast<T>(0.0f);
+    for (int64_t j = 0; j < d.ho * d.wo; ++j) {
+      const int64_t k = idx[p * d.ho * d.wo + j];
+      if (k >= 0) plane[k] = static_cast<T>(static_cast<acc_t<T>>(plane[k]) + static_cast<acc_t<T>>(gout[p * d.ho * d.wo + j]));
+    }
+  }
+}
+
+TESSERA_HD_INLINE int64_t avg_count(const PoolDims& d, int64_t oh, int64_t ow, int64_t& h0, int64_t& h1, int64_t& w0, int64_t& w1) {
+  h0 = oh * d.sh - d.ph, w0 = ow * d.sw - d.pw;
+  h1 = h0 + d.kh < d.h + d.ph ? h0 + d.kh : d.h + d.ph;
+  w1 = w0 + d.kw < d.w + d.pw ? w0 + d.kw : d.w + d.pw;
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0, h1 = h1 > d.h ? d.h : h1, w1 = w1 > d.w ? d.w : w1;
+  return d.count_include_pad ? padded : (h1 - h0) * (w1 - w0);
+}
+
+template <class T> TESSERA_GLOBAL void avg_pool_kernel(PoolDims d, const T* x, T* y) {
+  for (int64_t i = global_index(); i < d.planes * d.ho * d.wo; i += grid_stride()) {
+    const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, p = i / (d.wo * d.ho);
+    int64_t h0, h1, w0, w1;
+    const int64_t count = avg_count(d, oh, ow, h0, h1, w0, w1);
+    acc_t<T> s = 0;
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) s += static_cast<acc_t<T>>(x[(p * d.h + ih) * d.w + iw]);
+    y[i] = static_cast<T>(count > 0 ? s / static_cast<acc_t<T>>(count) : acc_t<T>(0));
+  }
+}
+
+template <class T> TESSERA_GLOBAL void avg_pool_bwd_kernel(PoolDims d, const T* gout, T* gx) {
+  for (int64_t p = global_index(); p < d.planes; p += grid_stride()) {
+    T* plane = gx + p * d.h * d.w;
+    for (int64_t j = 0; j < d.h * d.w; ++j) plane[j] = static_cast<T>(0.0f);
+    for (int64_t oh = 0; oh < d.ho; ++oh)
+      for (int64_t ow = 0; ow < d.wo; ++ow) {
+        int64_t h0, h1, w0, w1;
+        const int64_t count = avg_count(d, oh, ow, h0, h1, w0, w1);
+        if (count == 0) continue;
+        const acc_t<T> share = static_cast<acc_t<T>>(gout[(p * d.ho + oh) * d.wo + ow]) / static_cast<acc_t<T>>(count);
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) plane[ih * d.w + iw] = static_cast<T>(static_cast<acc_t<T>>(plane[ih * d.w + iw]) + share);
+      }
+  }
+}
+
+template <template <class> class K> void float_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), op_name(c.op).data(), [&]<class T>() { K<T>{}(c); });
+}
+template <class T> struct MaxPoolF {
+  void operator()(const KernelCall& c) {
+    const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
+    launch(max_pool_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+           ptr<T>(c.outputs[0]), ptr<int64_t>(c.outputs[1]));
+  }
+};
+template <class T> struct MaxPoolB {
+  void operator()(const KernelCall& c) {
+    const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
+    launch(max_pool_bwd_kernel<T>, blocks_for(d.planes), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+           ptr<const int64_t>(c.inputs[1]), ptr<T>(c.outputs[0]));
+  }
+};
+template <class T> struct AvgPoolF {
+  void operator()(const KernelCall& c) {
+    const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
+    launch(avg_pool_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+           ptr<T>(c.outputs[0]));
+  }
+};
+template <class T> struct AvgPoolB {
+  void operator()(const KernelCall& c) {
+    const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
+    launch(avg_pool_bwd_kernel<T>, blocks_for(d.planes), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]), ptr<T>(c.outputs[0]));
+  }
+};
+}  // namespace
+
+void register_norm_kernels(KernelTable& table);  // norm.cu
+
+void register_nn(KernelTable& table) {
+  table[OpId::Conv2d] = &conv_fwd;
+  table[OpId::Conv2dInputGrad] = &conv_dgrad;
+  table[OpId::Conv2dWeightGrad] = &conv_wgrad;
+  table[OpId::MaxPool2d] = &float_op<MaxPoolF>;
+  table[OpId::MaxPool2dBackward] = &float_op<MaxPoolB>;
+  table[OpId::AvgPool2d] = &float_op<AvgPoolF>;
+  table[OpId::AvgPool2dBackward] = &float_op<AvgPoolB>;
+  register_norm_kernels(table);
+}
+
+}  // namespace TESSERA_GPU_TARGET
+}  // namespace tessera::gpu

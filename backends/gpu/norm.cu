@@ -1,0 +1,235 @@
+// batch_norm / layer_norm forward and backward, and fused cross entropy. Statistics use
+// double accumulators and block reductions (a block per channel or row).
+#include <cmath>
+
+#include "common.h"
+#include "kernels.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/reduction.h"
+
+namespace tessera::gpu {
+inline namespace TESSERA_GPU_TARGET {
+namespace {
+
+struct AddD {
+  TESSERA_HD double operator()(double a, double b) const { return a + b; }
+};
+
+// Same tree as reduce.cu: shared memory down to one warp, then shuffles.
+TESSERA_DEVICE double block_sum(double v, double* smem) {
+  const unsigned t = thread_x(), n = block_dim_x(), warp = static_cast<unsigned>(warp_size());
+  smem[t] = v;
+  sync_threads();
+  for (unsigned s = n / 2; s >= warp; s >>= 1) {
+    if (t < s) smem[t] += smem[t + s];
+    sync_threads();
+  }
+  if (t < warp) {
+    double r = smem[t];
+    for (unsigned off = warp / 2; off > 0; off >>= 1) r += shfl_down(r, static_cast<int>(off));
+    if (t == 0) smem[0] = r;
+  }
+  sync_threads();
+  const double r = smem[0];
+  sync_threads();
+  return r;
+}
+
+template <class T> TESSERA_HD_INLINE double ld(const T* p, int64_t i) { return static_cast<double>(static_cast<compute_t<T>>(p[i])); }
+
+// x [N, C, S]; a block per channel.
+template <class T, class S>
+TESSERA_GLOBAL void bn_fwd_kernel(int64_t n, int64_t ch, int64_t sp, const T* x, const T* gamma, const T* beta, T* y, S* mean,
+                                  S* invstd, double eps) {
+  TESSERA_SHARED_ARRAY(double, smem, kThreads);
+  const int64_t m = n * sp;
+  for (int64_t k = block_x(); k < ch; k += grid_dim_x()) {
+    double s = 0;
+    for (int64_t i = thread_x(); i < m; i += block_dim_x()) s += ld(x, ((i / sp) * ch + k) * sp + i % sp);
+    const double mu = block_sum(s, smem) / static_cast<double>(m);
+    double v = 0;
+    for (int64_t i = thread_x(); i < m; i += block_dim_x()) {
+      const double d = ld(x, ((i / sp) * ch + k) * sp + i % sp) - mu;
+      v += d * d;
+    }
+    const double inv = 1.0 / ::sqrt(block_sum(v, smem) / static_cast<double>(m) + eps);
+    const double scale = inv * (gamma ? ld(gamma, k) : 1.0), shift = (beta ? ld(beta, k) : 0.0) - mu * scale;
+    for (int64_t i = thread_x(); i < m; i += block_dim_x()) {
+      const int64_t at = ((i / sp) * ch + k) * sp + i % sp;
+      y[at] = static_cast<T>(static_cast<compute_t<T>>(ld(x, at) * scale + shift));
+    }
+    if (thread_x() == 0) mean[k] = static_cast<S>(mu), invstd[k] = static_cast<S>(inv);
+  }
+}
+
+template <class T, class S>
+TESSERA_GLOBAL void bn_bwd_kernel(int64_t n, int64_t ch, int64_t sp, const T* g, const T* x, const T* gamma, const S* mean,
+                                  const S* invstd, T* dx, T* dgamma, T* dbeta) {
+  TESSERA_SHARED_ARRAY(double, smem, kThreads);
+  const int64_t m = n * sp;
+  for (int64_t k = block_x(); k < ch; k += grid_dim_x()) {
+    const double mu = static_cast<double>(mean[k]), inv = static_cast<double>(invstd[k]);
+    double sdy = 0, sdyx = 0;
+    for (int64_t i = thread_x(); i < m; i += block_dim_x()) {
+      const int64_t at = ((i / sp) * ch + k) * sp + i % sp;
+      sdy += ld(g, at);
+      sdyx += ld(g, at) * (ld(x, at) - mu) * inv;
+    }
+    sdy = block_sum(sdy, smem);
+    sdyx = block_sum(sdyx, smem);
+    const double gam = gamma ? ld(gamma, k) : 1.0;
+    for (int64_t i = thread_x(); i < m; i += block_dim_x()) {
+      const int64_t at = ((i / sp) * ch + k) * sp + i % sp;
+      const double xhat = (ld(x, at) - mu) * inv;
+      dx[at] = static_cast<T>(static_cast<compute_t<T>>(gam * inv / static_cast<double>(m) * (static_cast<double>(m) * ld(g, at) - sdy - xhat * sdyx)));
+    }
+    if (thread_x() == 0) dgamma[k] = static_cast<T>(static_cast<compute_t<T>>(sdyx)), dbeta[k] = static_cast<T>(static_cast<compute_t<T>>(sdy));
+  }
+}
+
+// x [M, D]; a block per row.
+template <class T, class S>
+TESSERA_GLOBAL void ln_fwd_kernel(int64_t rows, int64_t d, const T* x, const T* gamma, const T* beta, T* y, S* mean, S* rstd, double eps) {
+  TESSERA_SHARED_ARRAY(double, smem, kThreads);
+  for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
+    double s = 0;
+    for (int64_t j = thread_x(); j < d; j += block_dim_x()) s += ld(x, r * d + j);
+    const double mu = block_sum(s, smem) / static_cast<double>(d);
+    double v = 0;
+    for (int64_t j = thread_x(); j < d; j += block_dim_x()) v += (ld(x, r * d + j) - mu) * (ld(x, r * d + j) - mu);
+    const double rs = 1.0 / ::sqrt(block_sum(v, smem) / static_cast<double>(d) + eps);
+    for (int64_t j = thread_x(); j < d; j += block_dim_x()) {
+      double val = (ld(x, r * d + j) - mu) * rs;
+      if (gamma) val *= ld(gamma, j);
+      if (beta) val += ld(beta, j);
+      y[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(val));
+    }
+    if (thread_x() == 0) mean[r] = static_cast<S>(mu), rstd[r] = static_cast<S>(rs);
+  }
+}
+
+template <class T, class S>
+TESSERA_GLOBAL void ln_bwd_dx_kernel(int64_t rows, int64_t d, const T* g, const T* x, const T* gamma, const S* mean, const S* rstd, T* dx) {
+  TESSERA_SHARED_ARRAY(double, smem, kThreads);
+  for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
+    const double mu = static_cast<double>(mean[r]), rs = static_cast<double>(rstd[r]);
+    double a = 0, b = 0;
+    for (int64_t j = thread_x(); j < d; j += block_dim_x()) {
+      const double dxh = ld(g, r * d + j) * (gamma ? ld(gamma, j) : 1.0);
+      a += dxh;
+      b += dxh * (ld(x, r * d + j) - mu) * rs;
+    }
+    a = block_sum(a, smem) / static_cast<double>(d);
+    b = block_sum(b, smem) / static_cast<double>(d);
+    for (int64_t j = thread_x(); j < d; j += block_dim_x()) {
+      const double dxh = ld(g, r * d + j) * (gamma ? ld(gamma, j) : 1.0);
+      dx[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(rs * (dxh - a - (ld(x, r * d + j) - mu) * rs * b)));
+    }
+  }
+}
+
+// dgamma/dbeta: a thread per column walks the rows in order (deterministic).
+template <class T, class S>
+TESSERA_GLOBAL void ln_bwd_params_kernel(int64_t rows, int64_t d, const T* g, const T* x, const S* mean, const S* rstd, T* dgamma, T* dbeta) {
+  for (int64_t j = global_index(); j < d; j += grid_stride()) {
+    double sg = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      sg += ld(g, r * d + j) * (ld(x, r * d + j) - static_cast<double>(mean[r])) * static_cast<double>(rstd[r]);
+      sb += ld(g, r * d + j);
+    }
+    dgamma[j] = static_cast<T>(static_cast<compute_t<T>>(sg));
+    dbeta[j] = static_cast<T>(static_cast<compute_t<T>>(sb));
+  }
+}
+
+template <class T, class I>
+TESSERA_GLOBAL void cross_entropy_kernel(int64_t n, int64_t c, const T* x, const I* target, T* loss, T* logp, double eps, int64_t ignore) {
+  for (int64_t r = global_index(); r < n; r += grid_stride()) {
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < c; ++j) mx = ld(x, r * c + j) > mx ? ld(x, r * c + j) : mx;
+    if (mx == INFINITY || mx == -INFINITY) mx = 0;
+    double s = 0;
+    for (int64_t j = 0; j < c; ++j) s += ::exp(ld(x, r * c + j) - mx);
+    const double lse = mx + ::log(s);
+    double sum_logp = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double v = ld(x, r * c + j) - lse;
+      logp[r * c + j] = static_cast<T>(static_cast<compute_t<T>>(v));
+      sum_logp += v;
+    }
+    const int64_t t = static_cast<int64_t>(target[r]);
+    loss[r] = t == ignore ? static_cast<T>(0.0f)
+                          : static_cast<T>(static_cast<compute_t<T>>(-((1.0 - eps) * (ld(x, r * c + t) - lse) + eps / static_cast<double>(c) * sum_logp)));
+  }
+}
+
+template <class T> using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <class T> const T* opt(const Tensor& t) { return t.defined() ? ptr<const T>(t) : nullptr; }
+Grid row_grid(int64_t rows) { return Grid{static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 4096))}; }
+
+void bn_fwd(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  backend_common::dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
+    launch(bn_fwd_kernel<T, stat_t<T>>, row_grid(x.size(1)), Grid{kThreads}, 0, true, x.size(0), x.size(1), x.size(2), ptr<const T>(x),
+           opt<T>(c.inputs[1]), opt<T>(c.inputs[2]), ptr<T>(c.outputs[0]), ptr<stat_t<T>>(c.outputs[1]), ptr<stat_t<T>>(c.outputs[2]),
+           c.attrs.scalar);
+  });
+}
+void bn_bwd(const KernelCall& c) {
+  const Tensor& x = c.inputs[1];
+  backend_common::dispatch_float(x.dtype(), "batch_norm_backward", [&]<class T>() {
+    launch(bn_bwd_kernel<T, stat_t<T>>, row_grid(x.size(1)), Grid{kThreads}, 0, true, x.size(0), x.size(1), x.size(2),
+           ptr<const T>(c.inputs[0]), ptr<const T>(x), opt<T>(c.inputs[2]), ptr<const stat_t<T>>(c.inputs[3]),
+           ptr<const stat_t<T>>(c.inputs[4]), ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), ptr<T>(c.outputs[2]));
+  });
+}
+void ln_fwd(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  backend_common::dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
+    launch(ln_fwd_kernel<T, stat_t<T>>, row_grid(x.size(0)), Grid{kThreads}, 0, true, x.size(0), x.size(1), ptr<const T>(x),
+           opt<T>(c.inputs[1]), opt<T>(c.inputs[2]), ptr<T>(c.outputs[0]), ptr<stat_t<T>>(c.outputs[1]), ptr<stat_t<T>>(c.outputs[2]),
+           c.attrs.scalar);
+  });
+}
+void ln_bwd(const KernelCall& c) {
+  const Tensor& x = c.inputs[1];
+  backend_common::dispatch_float(x.dtype(), "layer_norm_backward", [&]<class T>() {
+    using S = stat_t<T>;
+    launch(ln_bwd_dx_kernel<T, S>, row_grid(x.size(0)), Grid{kThreads}, 0, true, x.size(0), x.size(1), ptr<const T>(c.inputs[0]),
+           ptr<const T>(x), opt<T>(c.inputs[2]), ptr<const S>(c.inputs[3]), ptr<const S>(c.inputs[4]), ptr<T>(c.outputs[0]));
+    launch(ln_bwd_params_kernel<T, S>, blocks_for(x.size(1)), Grid{kThreads}, 0, false, x.size(0), x.size(1), ptr<const T>(c.inputs[0]),
+           ptr<const T>(x), ptr<const S>(c.inputs[3]), ptr<const S>(c.inputs[4]), ptr<T>(c.outputs[1]), ptr<T>(c.outputs[2]));
+  });
+}
+void cross_entropy_op(const KernelCall& c) {
+  const Tensor& logits = c.inputs[0];
+  const Tensor& target = c.inputs[1];
+  const int64_t n = logits.size(0), classes = logits.size(1), ignore = c.attrs.axis;
+  // Validate targets first (on the device, then one small read back).
+  const Tensor valid = logical_or(eq(target, ignore), logical_and(ge(target, 0), lt(target, classes)));
+  if (!all(valid).item<bool>()) {
+    const int64_t at = argmin(valid.to(DType::i32)).item<int64_t>();
+    const int64_t t = target.select(0, at).item<int64_t>();
+    throw Error(detail::concat("cross_entropy: target ", t, " at position ", at, " is out of range for ", classes, " classes"));
+  }
+  backend_common::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+    auto run = [&]<class I>() {
+      launch(cross_entropy_kernel<T, I>, blocks_for(n), Grid{kThreads}, 0, false, n, classes, ptr<const T>(logits), ptr<const I>(target),
+             ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), c.attrs.scalar, ignore);
+    };
+    if (target.dtype() == DType::i32) run.template operator()<int32_t>();
+    else run.template operator()<int64_t>();
+  });
+}
+}  // namespace
+
+void register_norm_kernels(KernelTable& table) {
+  table[OpId::BatchNorm] = &bn_fwd;
+  table[OpId::BatchNormBackward] = &bn_bwd;
+  table[OpId::LayerNorm] = &ln_fwd;
+  table[OpId::LayerNormBackward] = &ln_bwd;
+  table[OpId::CrossEntropy] = &cross_entropy_op;
+}
+
+}  // namespace TESSERA_GPU_TARGET
+}  // namespace tessera::gpu

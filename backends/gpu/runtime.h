@@ -1,0 +1,139 @@
+#pragma once
+// The one place that differs between CUDA, HIP and the CPU emulation. Kernel files include
+// only this header (and core/kernels functors) and call gpu:: wrappers, never vendor APIs:
+//   TESSERA_GLOBAL void k(...)         a kernel
+//   gpu::launch(k, grid, block, smem, cooperative, args...)
+//   gpu::thread_x(), block_x(), block_dim_x(), grid_dim_x(), global_index(), grid_stride()
+//   gpu::sync_threads(), gpu::shfl_down(v, d), gpu::shfl_xor(v, m), gpu::lane(), gpu::warp_size()
+//   TESSERA_SHARED_ARRAY(T, name, count), gpu::dynamic_shared<T>()
+//   gpu::atomic_add(ptr, value)
+// `cooperative` says whether the kernel uses barriers, shuffles or shared memory: the emulator
+// runs cooperative kernels' threads as fibers and others as a plain loop.
+#include <cstdint>
+#include <cstring>
+
+#include "tessera/error.h"
+#include "tessera/kernels/half.h"
+#include "tessera/kernels/macros.h"
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#define TESSERA_GPU_TARGET hip
+#else
+#include <cuda_runtime.h>
+#define TESSERA_GPU_TARGET cuda
+#endif
+#define TESSERA_GLOBAL __global__
+#define TESSERA_DEVICE __device__ __forceinline__
+#else
+#include <atomic>
+#include <source_location>
+
+#include "../emulated/execution.h"
+#define TESSERA_GPU_TARGET emulated
+#define TESSERA_GLOBAL
+#define TESSERA_DEVICE inline
+#endif
+
+namespace tessera::gpu {
+
+struct Grid {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__HIPCC__)
+using VendorError = hipError_t;
+inline bool ok(VendorError e) { return e == hipSuccess; }
+inline const char* error_text(VendorError e) { return hipGetErrorString(e); }
+inline VendorError last_error() { return hipGetLastError(); }
+#else
+using VendorError = cudaError_t;
+inline bool ok(VendorError e) { return e == cudaSuccess; }
+inline const char* error_text(VendorError e) { return cudaGetErrorString(e); }
+inline VendorError last_error() { return cudaGetLastError(); }
+#endif
+/** Throws tessera::Error with the call, file and line when a vendor call fails. */
+#define TESSERA_GPU_CHECK(call)                                                                          \
+  do {                                                                                                   \
+    const auto tessera_e_ = (call);                                                                      \
+    if (!::tessera::gpu::ok(tessera_e_))                                                                 \
+      throw ::tessera::Error(::tessera::detail::concat(#call, " failed at ", __FILE__, ":", __LINE__, ": ", \
+                                                       ::tessera::gpu::error_text(tessera_e_)));          \
+  } while (0)
+inline void check_launch() { TESSERA_GPU_CHECK(last_error()); }
+
+TESSERA_DEVICE unsigned thread_x() { return static_cast<unsigned>(threadIdx.x); }
+TESSERA_DEVICE unsigned block_x() { return static_cast<unsigned>(blockIdx.x); }
+TESSERA_DEVICE unsigned block_dim_x() { return static_cast<unsigned>(blockDim.x); }
+TESSERA_DEVICE unsigned grid_dim_x() { return static_cast<unsigned>(gridDim.x); }
+TESSERA_DEVICE void sync_threads() { __syncthreads(); }
+TESSERA_DEVICE int warp_size() { return warpSize; }
+TESSERA_DEVICE int lane() { return static_cast<int>(threadIdx.x) % warpSize; }
+#if defined(__HIPCC__)
+// HIP 5.2 has no *_sync shuffles; wavefronts execute in lock-step.
+template <class T> TESSERA_DEVICE T shfl_down(T v, int d) { return __shfl_down(v, d); }
+template <class T> TESSERA_DEVICE T shfl_xor(T v, int m) { return __shfl_xor(v, m); }
+#else
+template <class T> TESSERA_DEVICE T shfl_down(T v, int d) { return __shfl_down_sync(0xffffffffu, v, d); }
+template <class T> TESSERA_DEVICE T shfl_xor(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+#endif
+template <class T> TESSERA_DEVICE void atomic_add(T* p, T v) { atomicAdd(p, v); }
+template <class T> TESSERA_DEVICE T* dynamic_shared() {
+  extern __shared__ unsigned char tessera_dynamic_shared[];
+  return reinterpret_cast<T*>(tessera_dynamic_shared);
+}
+#define TESSERA_SHARED_ARRAY(T, name, count) __shared__ T name[count]
+#define TESSERA_UNROLL _Pragma("unroll")
+#else
+inline unsigned thread_x() { return emu::current().thread_idx.x; }
+inline unsigned block_x() { return emu::current().block_idx.x; }
+inline unsigned block_dim_x() { return emu::current().block_dim.x; }
+inline unsigned grid_dim_x() { return emu::current().grid_dim.x; }
+inline void sync_threads(std::source_location where = std::source_location::current()) { emu::sync_threads(where); }
+inline int warp_size() { return emu::settings().warp_size; }
+inline int lane() { return emu::lane_id(); }
+template <class T> uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= 8);
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  return u;
+}
+template <class T> T from_bits(uint64_t u) {
+  T v;
+  std::memcpy(&v, &u, sizeof(T));
+  return v;
+}
+template <class T> T shfl_down(T v, int d, std::source_location w = std::source_location::current()) {
+  return from_bits<T>(emu::shuffle_down(to_bits(v), d, w));
+}
+template <class T> T shfl_xor(T v, int m, std::source_location w = std::source_location::current()) {
+  return from_bits<T>(emu::shuffle_xor(to_bits(v), m, w));
+}
+// Blocks run on several host threads at once, so device atomics must be real atomics.
+template <class T> void atomic_add(T* p, T v) { std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed); }
+template <class T> T* dynamic_shared() { return reinterpret_cast<T*>(emu::dynamic_shared()); }
+#define TESSERA_SHARED_ARRAY(T, name, count)   \
+  static const char name##_site = 0;           \
+  T* name = reinterpret_cast<T*>(::tessera::emu::static_shared(&name##_site, sizeof(T) * (count)))
+#define TESSERA_UNROLL
+#endif
+
+TESSERA_DEVICE int64_t global_index() { return static_cast<int64_t>(block_x()) * block_dim_x() + thread_x(); }
+TESSERA_DEVICE int64_t grid_stride() { return static_cast<int64_t>(grid_dim_x()) * block_dim_x(); }
+
+/** Launches `kernel` on the current device's default stream; throws on launch failure. */
+template <class... KArgs, class... Args>
+void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes, bool cooperative, Args... args) {
+#if defined(__CUDACC__) || defined(__HIPCC__)
+  (void)cooperative;
+  kernel<<<dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), shared_bytes>>>(static_cast<KArgs>(args)...);
+  check_launch();
+#else
+  emu::launch([&] { kernel(static_cast<KArgs>(args)...); }, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
+              shared_bytes, cooperative);
+#endif
+}
+
+}  // namespace tessera::gpu
