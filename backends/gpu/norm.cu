@@ -11,10 +11,6 @@ namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 namespace {
 
-struct AddD {
-  TESSERA_HD double operator()(double a, double b) const { return a + b; }
-};
-
 // Same tree as reduce.cu: shared memory down to one warp, then shuffles.
 TESSERA_DEVICE double block_sum(double v, double* smem) {
   const unsigned t = thread_x(), n = block_dim_x(), warp = static_cast<unsigned>(warp_size());

@@ -11,6 +11,7 @@
 // runs cooperative kernels' threads as fibers and others as a plain loop.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "tessera/error.h"
 #include "tessera/kernels/half.h"
@@ -79,7 +80,14 @@ template <class T> TESSERA_DEVICE T shfl_xor(T v, int m) { return __shfl_xor(v, 
 template <class T> TESSERA_DEVICE T shfl_down(T v, int d) { return __shfl_down_sync(0xffffffffu, v, d); }
 template <class T> TESSERA_DEVICE T shfl_xor(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 #endif
-template <class T> TESSERA_DEVICE void atomic_add(T* p, T v) { atomicAdd(p, v); }
+template <class T> TESSERA_DEVICE void atomic_add(T* p, T v) {
+  if constexpr (sizeof(T) == 8 && !std::is_floating_point_v<T>) {
+    // 64-bit integer adds are modular, so the unsigned overload gives the signed result.
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  } else {
+    atomicAdd(p, v);
+  }
+}
 template <class T> TESSERA_DEVICE T* dynamic_shared() {
   extern __shared__ unsigned char tessera_dynamic_shared[];
   return reinterpret_cast<T*>(tessera_dynamic_shared);

@@ -25,7 +25,9 @@ struct PowFn {
       return kmath::pow(a, b);
     } else {
       // Integer power by squaring; a negative exponent truncates like 1/a^|b| does.
-      if (b < T(0)) return static_cast<T>(a == T(1) ? 1 : (a == T(-1) ? ((b & 1) ? -1 : 1) : 0));
+      if constexpr (std::is_signed_v<T>) {
+        if (b < T(0)) return static_cast<T>(a == T(1) ? 1 : (a == T(-1) ? ((b & 1) ? -1 : 1) : 0));
+      }
       T result = 1, base = a;
       for (T e = b; e > T(0); e = static_cast<T>(e >> 1)) {
         if (e & 1) result = static_cast<T>(result * base);

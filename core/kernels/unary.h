@@ -40,6 +40,8 @@ struct AbsFn {
   template <class T> TESSERA_HD T operator()(T x) const {
     if constexpr (std::is_floating_point_v<T>) {
       return kmath::fabs(x);
+    } else if constexpr (std::is_unsigned_v<T>) {
+      return x;
     } else {
       return static_cast<T>(x < T(0) ? -x : x);
     }
@@ -48,7 +50,11 @@ struct AbsFn {
 struct SignFn {
   template <class T> TESSERA_HD T operator()(T x) const {
     if (kmath::isnan(x)) return x;
-    return static_cast<T>((T(0) < x) - (x < T(0)));
+    if constexpr (std::is_unsigned_v<T>) {
+      return static_cast<T>(x != T(0));
+    } else {
+      return static_cast<T>((T(0) < x) - (x < T(0)));
+    }
   }
 };
 struct SquareFn {

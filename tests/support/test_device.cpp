@@ -7,14 +7,18 @@
 
 namespace tessera::test {
 
+namespace {
+std::string& default_device() {
+  static std::string name = "cpu";
+  return name;
+}
+}  // namespace
+
+void set_default_device(const std::string& name) { default_device() = name; }
+
 Device device() {
-  static const Device dev = [] {
-    const char* env = std::getenv("TESSERA_TEST_DEVICE");
-#ifdef TESSERA_TEST_DEVICE
-    if (!env) env = TESSERA_TEST_DEVICE;
-#endif
-    return Device::parse(env ? env : "cpu");
-  }();
+  // The environment wins so one binary can be pointed at another device by hand.
+  static const Device dev = Device::parse(std::getenv("TESSERA_TEST_DEVICE") ? std::getenv("TESSERA_TEST_DEVICE") : default_device());
   return dev;
 }
 

@@ -9,8 +9,10 @@
 
 namespace tessera::test {
 
-/** The device this test binary targets (TESSERA_TEST_DEVICE, e.g. "cpu" or "cuda:0"). */
+/** The device this test binary targets: its main sets the default ("cpu", "emulated", ...);
+ *  the environment variable TESSERA_TEST_DEVICE overrides it. */
 Device device();
+void set_default_device(const std::string& name);
 
 /** Memory layouts every op is tried on. */
 enum class Layout { contiguous, transposed, strided, broadcast };

@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   if (listing) return context.run();
 
+#ifdef TESSERA_TEST_DEVICE
+  tessera::test::set_default_device(TESSERA_TEST_DEVICE);  // set per executable by CMake
+#endif
   const tessera::Device dev = tessera::test::device();
   tessera::Backend* backend = tessera::find_backend(dev.type);
   if (!backend || backend->device_count() <= dev.index) {

@@ -50,7 +50,7 @@ struct LoaderOptions {
   int workers = 1;        ///< background threads preparing batches (0 = on the caller's thread)
   int prefetch = 4;       ///< batches prepared ahead (bound of the queue)
   Device device = kCPU;   ///< batches are moved here
-  std::vector<Transform> transforms;
+  std::vector<Transform> transforms = {};
 };
 
 class DataLoader {
