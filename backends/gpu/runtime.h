@@ -11,6 +11,7 @@
 // runs cooperative kernels' threads as fibers and others as a plain loop.
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "tessera/error.h"
@@ -64,6 +65,52 @@ inline VendorError last_error() { return cudaGetLastError(); }
                                                        ::tessera::gpu::error_text(tessera_e_)));          \
   } while (0)
 inline void check_launch() { TESSERA_GPU_CHECK(last_error()); }
+
+/** Device properties the backend reports. */
+struct DeviceProps {
+  std::string name, arch;
+  size_t memory = 0;
+  int units = 0, warp = 0;
+};
+
+// The runtime calls the device backend (device_backend.cu) needs, one spelling per vendor.
+namespace vendor {
+#if defined(__HIPCC__)
+inline VendorError device_count(int* n) { return hipGetDeviceCount(n); }
+inline VendorError set_device(int d) { return hipSetDevice(d); }
+inline VendorError allocate(void** p, size_t n) { return hipMalloc(p, n); }
+inline VendorError release(void* p) { return hipFree(p); }
+inline VendorError to_device(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyHostToDevice); }
+inline VendorError to_host(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyDeviceToHost); }
+inline VendorError on_device(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyDeviceToDevice); }
+inline VendorError peer(void* d, int dd, const void* s, int sd, size_t n) { return hipMemcpyPeer(d, dd, s, sd, n); }
+inline VendorError synchronize() { return hipDeviceSynchronize(); }
+inline VendorError runtime_version(int* v) { return hipRuntimeGetVersion(v); }
+inline VendorError properties(int d, DeviceProps& out) {
+  hipDeviceProp_t p{};
+  const VendorError e = hipGetDeviceProperties(&p, d);
+  out = {p.name, p.gcnArchName, p.totalGlobalMem, p.multiProcessorCount, p.warpSize};
+  return e;
+}
+#else
+inline VendorError device_count(int* n) { return cudaGetDeviceCount(n); }
+inline VendorError set_device(int d) { return cudaSetDevice(d); }
+inline VendorError allocate(void** p, size_t n) { return cudaMalloc(p, n); }
+inline VendorError release(void* p) { return cudaFree(p); }
+inline VendorError to_device(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyHostToDevice); }
+inline VendorError to_host(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost); }
+inline VendorError on_device(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDeviceToDevice); }
+inline VendorError peer(void* d, int dd, const void* s, int sd, size_t n) { return cudaMemcpyPeer(d, dd, s, sd, n); }
+inline VendorError synchronize() { return cudaDeviceSynchronize(); }
+inline VendorError runtime_version(int* v) { return cudaRuntimeGetVersion(v); }
+inline VendorError properties(int d, DeviceProps& out) {
+  cudaDeviceProp p{};
+  const VendorError e = cudaGetDeviceProperties(&p, d);
+  out = {p.name, "sm_" + std::to_string(p.major * 10 + p.minor), p.totalGlobalMem, p.multiProcessorCount, p.warpSize};
+  return e;
+}
+#endif
+}  // namespace vendor
 
 TESSERA_DEVICE unsigned thread_x() { return static_cast<unsigned>(threadIdx.x); }
 TESSERA_DEVICE unsigned block_x() { return static_cast<unsigned>(blockIdx.x); }

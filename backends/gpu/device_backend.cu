@@ -1,0 +1,102 @@
+// The CUDA and HIP backends' runtime side, written once over gpu::vendor (runtime.h): device
+// probing (no device or no driver gives zero devices and the reason), a caching allocator per
+// device over the vendor malloc (on OOM the cache is released and the call retried once, then
+// tessera::OutOfMemory carries the stats), synchronous copies including peer copies, and the
+// kernel table of this source tree.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+#include "tessera/backend/backend.h"
+
+namespace tessera::gpu {
+inline namespace TESSERA_GPU_TARGET {
+namespace {
+
+class DeviceMemory final : public RawAllocator {
+ public:
+  explicit DeviceMemory(int device) : device_(device) {}
+  void* raw_alloc(size_t nbytes) override {
+    TESSERA_GPU_CHECK(vendor::set_device(device_));
+    void* p = nullptr;
+    if (!ok(vendor::allocate(&p, nbytes))) {
+      (void)last_error();  // clear the sticky error: the caching allocator retries or throws
+      return nullptr;
+    }
+    return p;
+  }
+  void raw_free(void* p) override { (void)vendor::release(p); }
+  bool host_accessible() const override { return false; }
+
+ private:
+  int device_;
+};
+
+class DeviceBackend final : public Backend {
+ public:
+  DeviceBackend(const char* name, DeviceType type, std::string targets) : name_(name), type_(type), targets_(std::move(targets)) {
+    const VendorError e = vendor::device_count(&count_);
+    if (!ok(e)) {
+      reason_ = std::string(name) + " device query failed: " + error_text(e) + " (error " + std::to_string(static_cast<int>(e)) + ")";
+      count_ = 0;  // NOTE: the count is left unwritten on failure
+      (void)last_error();
+    } else if (count_ == 0) {
+      reason_ = "no device present";
+    }
+    for (int i = 0; i < count_; ++i) {
+      memory_.push_back(std::make_unique<DeviceMemory>(i));
+      allocators_.push_back(std::make_unique<CachingAllocator>(std::string(name) + ":" + std::to_string(i), *memory_.back()));
+    }
+    register_all(kernels_);
+  }
+  const char* name() const override { return name_; }
+  DeviceType device_type() const override { return type_; }
+  int device_count() const override { return count_; }
+  std::string unavailable_reason() const override { return reason_; }
+  DeviceInfo device_info(int i) const override {
+    DeviceProps p;
+    TESSERA_GPU_CHECK(vendor::properties(i, p));
+    return {p.name, static_cast<int64_t>(p.memory), p.units, {{"arch", p.arch}, {"warp size", std::to_string(p.warp)}}};
+  }
+  std::vector<std::pair<std::string, std::string>> build_info() const override {
+    int v = 0;
+    (void)vendor::runtime_version(&v);
+    return {{"runtime", std::to_string(v)}, {"targets", targets_},
+            {"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"}};
+  }
+  CachingAllocator& allocator(int i) override { return *allocators_.at(static_cast<size_t>(i)); }
+  bool host_accessible() const override { return false; }
+  void copy_from_host(void* dst, const void* src, size_t n, int d) override {
+    TESSERA_GPU_CHECK(vendor::set_device(d));
+    TESSERA_GPU_CHECK(vendor::to_device(dst, src, n));
+  }
+  void copy_to_host(void* dst, const void* src, size_t n, int d) override {
+    TESSERA_GPU_CHECK(vendor::set_device(d));
+    TESSERA_GPU_CHECK(vendor::to_host(dst, src, n));
+  }
+  void copy_on_device(void* dst, int dd, const void* src, int sd, size_t n) override {
+    if (dd == sd) TESSERA_GPU_CHECK(vendor::on_device(dst, src, n));
+    else TESSERA_GPU_CHECK(vendor::peer(dst, dd, src, sd, n));
+  }
+  void synchronize(int d) override {
+    TESSERA_GPU_CHECK(vendor::set_device(d));
+    TESSERA_GPU_CHECK(vendor::synchronize());
+  }
+
+ private:
+  const char* name_;
+  DeviceType type_;
+  std::string targets_, reason_;
+  int count_ = 0;
+  std::vector<std::unique_ptr<DeviceMemory>> memory_;
+  std::vector<std::unique_ptr<CachingAllocator>> allocators_;
+};
+}  // namespace
+
+std::unique_ptr<Backend> make_device_backend(const char* name, DeviceType type, const char* targets) {
+  return std::make_unique<DeviceBackend>(name, type, targets);
+}
+
+}  // namespace TESSERA_GPU_TARGET
+}  // namespace tessera::gpu
