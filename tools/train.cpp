@@ -86,6 +86,8 @@ void run_train(const TrainArgs& a) {
                 100.0 * s.test.accuracy, s.samples_per_second, s.step_ms, s.seconds);
     std::fflush(stdout);
   };
+  std::vector<double> step_losses;
+  to.on_step_end = [&](int64_t, double loss) { step_losses.push_back(loss); };
   nn::Trainer trainer(*model, *optimizer, scheduler.get());
   const auto t0 = std::chrono::steady_clock::now();
   const auto history = trainer.fit(train, &test, to);
@@ -98,7 +100,8 @@ void run_train(const TrainArgs& a) {
   if (!a.json.empty()) {
     nlohmann::json j = {{"backend", device.str()}, {"model", a.model},          {"epochs", a.epochs},
                         {"test_accuracy", final_eval.accuracy}, {"test_loss", final_eval.loss},
-                        {"samples_per_second", sps}, {"seconds", seconds}, {"config", config}};
+                        {"samples_per_second", sps}, {"seconds", seconds}, {"config", config},
+                        {"step_losses", step_losses}};
     for (const auto& h : history) {
       j["history"].push_back({{"epoch", h.epoch}, {"train_loss", h.train_loss}, {"test_loss", h.test.loss},
                               {"test_accuracy", h.test.accuracy}, {"samples_per_second", h.samples_per_second},
