@@ -1,13 +1,20 @@
-// Registers the CUDA backend: backends/gpu built by nvcc (inline namespace `cuda`).
+// Registers the CUDA backend: backends/gpu built by nvcc (inline namespace `cuda`), with
+// cuBLAS replacing matmul/linear unless TESSERA_CUDA_GEMM=tessera.
 #include <memory>
 
 #include "tessera/backend/registry.h"
 
 namespace tessera {
 namespace gpu::cuda {
-std::unique_ptr<Backend> make_device_backend(const char* name, DeviceType type, const char* targets);
+std::unique_ptr<Backend> make_device_backend(const char* name, DeviceType type, const char* targets,
+                                             void (*customize)(KernelTable&));
+}
+namespace cublas {
+void install(KernelTable& table);
 }
 
-void register_cuda_backend() { register_backend(gpu::cuda::make_device_backend("cuda", DeviceType::cuda, TESSERA_GPU_TARGETS)); }
+void register_cuda_backend() {
+  register_backend(gpu::cuda::make_device_backend("cuda", DeviceType::cuda, TESSERA_GPU_TARGETS, &cublas::install));
+}
 
 }  // namespace tessera

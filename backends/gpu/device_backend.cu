@@ -35,7 +35,8 @@ class DeviceMemory final : public RawAllocator {
 
 class DeviceBackend final : public Backend {
  public:
-  DeviceBackend(const char* name, DeviceType type, std::string targets) : name_(name), type_(type), targets_(std::move(targets)) {
+  DeviceBackend(const char* name, DeviceType type, std::string targets, void (*customize)(KernelTable&))
+      : name_(name), type_(type), targets_(std::move(targets)) {
     const VendorError e = vendor::device_count(&count_);
     if (!ok(e)) {
       reason_ = std::string(name) + " device query failed: " + error_text(e) + " (error " + std::to_string(static_cast<int>(e)) + ")";
@@ -49,6 +50,7 @@ class DeviceBackend final : public Backend {
       allocators_.push_back(std::make_unique<CachingAllocator>(std::string(name) + ":" + std::to_string(i), *memory_.back()));
     }
     register_all(kernels_);
+    if (customize) customize(kernels_);  // vendor libraries replacing kernels (cuBLAS)
   }
   const char* name() const override { return name_; }
   DeviceType device_type() const override { return type_; }
@@ -94,8 +96,9 @@ class DeviceBackend final : public Backend {
 };
 }  // namespace
 
-std::unique_ptr<Backend> make_device_backend(const char* name, DeviceType type, const char* targets) {
-  return std::make_unique<DeviceBackend>(name, type, targets);
+std::unique_ptr<Backend> make_device_backend(const char* name, DeviceType type, const char* targets,
+                                             void (*customize)(KernelTable&)) {
+  return std::make_unique<DeviceBackend>(name, type, targets, customize);
 }
 
 }  // namespace TESSERA_GPU_TARGET

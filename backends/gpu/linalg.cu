@@ -102,7 +102,21 @@ void linear_op(const KernelCall& call) {
     run_gemm<T>(ptr<const T>(x), ptr<const T>(w), ptr<T>(out), bias.defined() ? ptr<const T>(bias) : nullptr, g, 1);
   });
 }
+template <class T> TESSERA_GLOBAL void bias_activation_kernel(int64_t total, int64_t n, T* out, const T* bias, int64_t bias_stride, Activation act) {
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    compute_t<T> v = static_cast<compute_t<T>>(out[i]);
+    if (bias) v += static_cast<compute_t<T>>(bias[(i % n) * bias_stride]);
+    out[i] = static_cast<T>(kernels::apply_activation(act, v));
+  }
+}
 }  // namespace
+
+void bias_activation(Tensor& out, const Tensor& bias, Activation act) {
+  backend_common::dispatch_float(out.dtype(), "linear", [&]<class T>() {
+    launch(bias_activation_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), out.size(-1), ptr<T>(out),
+           bias.defined() ? ptr<const T>(bias) : nullptr, bias.defined() ? bias.strides()[0] : int64_t{0}, act);
+  });
+}
 
 void register_linalg(KernelTable& table) {
   table[OpId::Matmul] = &matmul_op;
