@@ -34,6 +34,7 @@ void register_conv(KernelTable& table);
 void register_pool(KernelTable& table);
 void register_norm(KernelTable& table);
 void register_cross_entropy(KernelTable& table);
+void register_optim(KernelTable& table);
 
 /** The SIMD path the kernels were compiled for ("avx2+fma" or "generic"). */
 const char* simd_path();

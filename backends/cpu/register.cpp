@@ -72,6 +72,7 @@ class CpuBackend final : public Backend {
     register_pool(kernels_);
     register_norm(kernels_);
     register_cross_entropy(kernels_);
+    register_optim(kernels_);
   }
   const char* name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::cpu; }

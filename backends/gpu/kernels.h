@@ -11,6 +11,7 @@ void register_reductions(KernelTable& table);
 void register_linalg(KernelTable& table);
 void register_indexing(KernelTable& table);
 void register_nn(KernelTable& table);
+void register_optim(KernelTable& table);
 
 /** Every family. */
 inline void register_all(KernelTable& table) {
@@ -19,6 +20,7 @@ inline void register_all(KernelTable& table) {
   register_linalg(table);
   register_indexing(table);
   register_nn(table);
+  register_optim(table);
 }
 }  // namespace TESSERA_GPU_TARGET
 }  // namespace tessera::gpu

@@ -64,33 +64,24 @@ void Optimizer::load_state_dict(const StateDict& state) {
 
 void SGD::step() {
   for_each_update([this](size_t gi, size_t pi, Tensor& p, Tensor g, const OptimOptions& o) {
-    if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
-    if (o.momentum != 0) {
-      // The first step initialises the buffer with the gradient itself (PyTorch).
-      const bool first = !has_state(gi, pi, "momentum_buffer");
-      Tensor& buf = state(gi, pi, "momentum_buffer");
-      buf.copy_(first ? g : add(mul(buf, o.momentum), mul(g, 1.0 - o.dampening)));
-      g = o.nesterov ? add(g, mul(buf, o.momentum)) : buf;
-    }
-    p.sub_(mul(g, o.lr));
+    OptimizerAttrs a;
+    a.lr = o.lr, a.weight_decay = o.weight_decay, a.momentum = o.momentum, a.dampening = o.dampening, a.nesterov = o.nesterov;
+    // The first step initialises the buffer with the gradient itself (PyTorch).
+    a.first_step = !has_state(gi, pi, "momentum_buffer");
+    Tensor none;
+    sgd_update_(p, g.contiguous(), o.momentum != 0 ? state(gi, pi, "momentum_buffer") : none, a);
   });
 }
 
 void Adam::step() {
   for_each_update([this](size_t gi, size_t pi, Tensor& p, Tensor g, const OptimOptions& o) {
-    const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(steps_));
-    const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(steps_));
-    if (o.weight_decay != 0) {
-      if (decoupled_) p.mul_(1.0 - o.lr * o.weight_decay);
-      else g = add(g, mul(p, o.weight_decay));
-    }
-    Tensor& m = state(gi, pi, "exp_avg");
-    Tensor& v = state(gi, pi, "exp_avg_sq");
-    m.copy_(lerp(m, g, 1.0 - o.beta1));
-    v.copy_(add(mul(v, o.beta2), mul(square(g), 1.0 - o.beta2)));
-    // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), as PyTorch computes it.
-    const Tensor denom = add(div(sqrt(v), std::sqrt(bc2)), o.eps);
-    p.sub_(mul(div(m, denom), o.lr / bc1));
+    // One fused kernel per parameter: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
+    OptimizerAttrs a;
+    a.lr = o.lr, a.weight_decay = o.weight_decay, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps;
+    a.bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(steps_));
+    a.bias_correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(steps_));
+    a.decoupled = decoupled_;
+    adam_update_(p, g.contiguous(), state(gi, pi, "exp_avg"), state(gi, pi, "exp_avg_sq"), a);
   });
 }
 

@@ -58,3 +58,14 @@ TEST_CASE("undefined tensors, bad sizes and bad arguments") {
   TESSERA_CHECK_THROWS_WITH(Device::parse("cuda:x"), "device: malformed device 'cuda:x'");
   TESSERA_CHECK_THROWS_WITH(zeros({1}, DType::f32, Device(device().type, 7)), "is not available");
 }
+
+TEST_CASE("fused optimizer updates check their operands") {
+  Tensor p = zeros({3}, DType::f32, device()), g = zeros({3}, DType::f32, device());
+  Tensor m = zeros({3}, DType::f32, device()), v = zeros({4}, DType::f32, device());
+  TESSERA_CHECK_THROWS_WITH(adam_update_(p, g, m, v, OptimizerAttrs{}), "adam_update: exp_avg_sq [4] float32");
+  Tensor wrong = zeros({3}, DType::f64, device()), none;
+  OptimizerAttrs sgd;
+  sgd.momentum = 0.9;
+  TESSERA_CHECK_THROWS_WITH(sgd_update_(p, wrong, none, sgd), "sgd_update: gradient [3] float64");
+  TESSERA_CHECK_THROWS_WITH(sgd_update_(p, g, none, sgd), "sgd_update: momentum buffer is an undefined tensor");
+}

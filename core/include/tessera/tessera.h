@@ -10,6 +10,7 @@
 #include "tessera/ops/indexing.h"
 #include "tessera/ops/linalg.h"
 #include "tessera/ops/nn.h"
+#include "tessera/ops/optim.h"
 #include "tessera/ops/reduction.h"
 #include "tessera/ops/shape_ops.h"
 #include "tessera/random.h"

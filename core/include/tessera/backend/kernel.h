@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/kernels/activation.h"
+#include "tessera/kernels/optim.h"
 #include "tessera/ops/op_id.h"
 
 namespace tessera {
@@ -30,6 +31,7 @@ struct OpAttrs {
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
   bool flag = false;  ///< op-specific switch (avg_pool2d: count_include_pad)
+  OptimizerAttrs optim;  ///< fused optimizer updates
 };
 
 struct KernelCall {

@@ -1,0 +1,49 @@
+// Fused optimizer updates: the core/kernels step functors over contiguous buffers.
+#include "cpu_backend.h"
+#include "tessera/kernels/optim.h"
+
+namespace tessera::cpu {
+namespace {
+
+template <class T> struct Adam {
+  void operator()(const KernelCall& c) {
+    using C = compute_t<T>;
+    const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
+    T* p = static_cast<T*>(c.outputs[0].data_ptr());
+    T* m = static_cast<T*>(c.outputs[1].data_ptr());
+    T* v = static_cast<T*>(c.outputs[2].data_ptr());
+    parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        C pc = static_cast<C>(p[i]), mc = static_cast<C>(m[i]), vc = static_cast<C>(v[i]);
+        kernels::AdamStep{}(pc, mc, vc, static_cast<C>(g[i]), c.attrs.optim);
+        p[i] = static_cast<T>(pc), m[i] = static_cast<T>(mc), v[i] = static_cast<T>(vc);
+      }
+    });
+  }
+};
+
+template <class T> struct Sgd {
+  void operator()(const KernelCall& c) {
+    using C = compute_t<T>;
+    const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
+    T* p = static_cast<T*>(c.outputs[0].data_ptr());
+    T* buf = static_cast<T*>(c.outputs[1].data_ptr());
+    const bool has_buf = c.attrs.optim.momentum != 0;
+    parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        C pc = static_cast<C>(p[i]), bc = has_buf ? static_cast<C>(buf[i]) : C(0);
+        kernels::SgdStep{}(pc, bc, static_cast<C>(g[i]), c.attrs.optim);
+        p[i] = static_cast<T>(pc);
+        if (has_buf) buf[i] = static_cast<T>(bc);
+      }
+    });
+  }
+};
+}  // namespace
+
+void register_optim(KernelTable& table) {
+  table[OpId::AdamUpdate] = &float_dispatch<Adam>;
+  table[OpId::SgdUpdate] = &float_dispatch<Sgd>;
+}
+
+}  // namespace tessera::cpu
