@@ -33,6 +33,46 @@ class DeviceMemory final : public RawAllocator {
   int device_;
 };
 
+// A vendor stream; kernels launch on the default stream, so these order copies and timing.
+class VendorStream final : public Stream {
+ public:
+  explicit VendorStream(Device device) : device_(device) {
+    TESSERA_GPU_CHECK(vendor::set_device(device.index));
+    TESSERA_GPU_CHECK(vendor::stream_create(&stream_));
+  }
+  ~VendorStream() override { (void)vendor::stream_destroy(stream_); }
+  Device device() const override { return device_; }
+  void synchronize() override { TESSERA_GPU_CHECK(vendor::stream_synchronize(stream_)); }
+  vendor::StreamHandle handle() const { return stream_; }
+
+ private:
+  Device device_;
+  vendor::StreamHandle stream_{};
+};
+
+class VendorEvent final : public Event {
+ public:
+  explicit VendorEvent(int device) {
+    TESSERA_GPU_CHECK(vendor::set_device(device));
+    TESSERA_GPU_CHECK(vendor::event_create(&event_));
+  }
+  ~VendorEvent() override { (void)vendor::event_destroy(event_); }
+  void record(Stream& s) override {
+    auto* vs = dynamic_cast<VendorStream*>(&s);
+    TESSERA_GPU_CHECK(vendor::event_record(event_, vs ? vs->handle() : vendor::StreamHandle{}));
+  }
+  void synchronize() override { TESSERA_GPU_CHECK(vendor::event_synchronize(event_)); }
+  double elapsed_ms(const Event& start) const override {
+    const auto& s = dynamic_cast<const VendorEvent&>(start);
+    float ms = 0;
+    TESSERA_GPU_CHECK(vendor::event_elapsed(&ms, s.event_, event_));
+    return ms;
+  }
+
+ private:
+  vendor::EventHandle event_{};
+};
+
 class DeviceBackend final : public Backend {
  public:
   DeviceBackend(const char* name, DeviceType type, std::string targets, void (*customize)(KernelTable&))
@@ -85,6 +125,8 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::set_device(d));
     TESSERA_GPU_CHECK(vendor::synchronize());
   }
+  std::unique_ptr<Stream> new_stream(int d) override { return std::make_unique<VendorStream>(Device(type_, d)); }
+  std::unique_ptr<Event> new_event(int d) override { return std::make_unique<VendorEvent>(d); }
 
  private:
   const char* name_;

@@ -5,12 +5,11 @@
 #include "kernels.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/convert.h"
+#include "tiled_gemm.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 namespace {
-
-constexpr int kTile = 16;
 
 template <class T> using acc_t = std::conditional_t<kernels::is_float_like_v<T>, compute_t<T>, int64_t>;
 
@@ -33,27 +32,22 @@ TESSERA_GLOBAL void gemm_kernel(const T* a, const T* b, T* c, const T* bias, Gem
   const int64_t bi = tile / tiles, ti = (tile % tiles) / g.tiles_n, tj = tile % g.tiles_n;
   int64_t off[3];
   g.batch.offsets(bi, off);
-  const int tx = static_cast<int>(thread_x() % kTile), ty = static_cast<int>(thread_x() / kTile);
-  const int64_t row = ti * kTile + ty, col = tj * kTile + tx;
-  Acc acc = 0;
-  for (int64_t p0 = 0; p0 < g.k; p0 += kTile) {
-    const int64_t ak = p0 + tx, bk = p0 + ty;
-    as[ty * kTile + tx] = (row < g.m && ak < g.k) ? static_cast<Acc>(static_cast<compute_t<T>>(a[off[0] + row * g.ars + ak * g.acs])) : Acc(0);
-    bs[ty * kTile + tx] = (bk < g.k && col < g.n) ? static_cast<Acc>(static_cast<compute_t<T>>(b[off[1] + bk * g.brs + col * g.bcs])) : Acc(0);
-    sync_threads();
-    TESSERA_UNROLL
-    for (int q = 0; q < kTile; ++q) acc += as[ty * kTile + q] * bs[q * kTile + tx];
-    sync_threads();
-  }
-  if (row < g.m && col < g.n) {
-    if constexpr (kernels::is_float_like_v<T>) {
-      Acc v = acc;
-      if (bias) v += static_cast<Acc>(static_cast<compute_t<T>>(bias[col * g.bias_stride]));
-      c[off[2] + row * g.ldc + col] = static_cast<T>(kernels::apply_activation(g.act, v));
-    } else {
-      c[off[2] + row * g.ldc + col] = static_cast<T>(acc);
-    }
-  }
+  const T* ab = a + off[0];
+  const T* bb = b + off[1];
+  T* cb = c + off[2];
+  tiled_gemm<Acc>(
+      g.m, g.n, g.k, ti, tj, [&](int64_t r, int64_t q) { return static_cast<compute_t<T>>(ab[r * g.ars + q * g.acs]); },
+      [&](int64_t q, int64_t col) { return static_cast<compute_t<T>>(bb[q * g.brs + col * g.bcs]); },
+      [&](int64_t r, int64_t col, Acc acc) {
+        if constexpr (kernels::is_float_like_v<T>) {
+          Acc v = acc;
+          if (bias) v += static_cast<Acc>(static_cast<compute_t<T>>(bias[col * g.bias_stride]));
+          cb[r * g.ldc + col] = static_cast<T>(kernels::apply_activation(g.act, v));
+        } else {
+          cb[r * g.ldc + col] = static_cast<T>(acc);
+        }
+      },
+      as, bs);
 }
 
 template <class T> void run_gemm(const T* a, const T* b, T* c, const T* bias, GemmArgs g, int64_t batches) {

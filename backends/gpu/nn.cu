@@ -1,10 +1,10 @@
-// nn kernels: direct convolution (one thread per output element of the forward, input-grad and
-// weight-grad), pooling, batch/layer normalisation (a block per channel / row with block
+// nn kernels: convolution as implicit GEMM (forward, input-grad and weight-grad), pooling, batch/layer normalisation (a block per channel / row with block
 // reductions) and fused cross entropy.
 #include <cmath>
 
 #include "common.h"
 #include "kernels.h"
+#include "tiled_gemm.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/ops/reduction.h"
 
@@ -22,69 +22,91 @@ ConvDims conv_dims(const Shape& x, const Shape& w, const Shape& out, const OpAtt
 
 template <class T> using acc_t = compute_t<T>;
 
-template <class T> TESSERA_GLOBAL void conv_fwd_kernel(ConvDims d, const T* x, const T* w, const T* bias, T* out) {
-  const int64_t total = d.n * d.o * d.ho * d.wo, cg = d.c / d.groups, og = d.o / d.groups;
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, o = (i / (d.wo * d.ho)) % d.o, b = i / (d.wo * d.ho * d.o);
-    const int64_t g = o / og;
-    acc_t<T> acc = bias ? static_cast<acc_t<T>>(bias[o]) : acc_t<T>(0);
-    for (int64_t ci = 0; ci < cg; ++ci)
-      for (int64_t a = 0; a < d.kh; ++a) {
-        const int64_t ih = oh * d.sh - d.ph + a * d.dh;
-        if (ih < 0 || ih >= d.h) continue;
-        for (int64_t e = 0; e < d.kw; ++e) {
-          const int64_t iw = ow * d.sw - d.pw + e * d.dw;
-          if (iw < 0 || iw >= d.w) continue;
-          acc += static_cast<acc_t<T>>(x[((b * d.c + g * cg + ci) * d.h + ih) * d.w + iw]) *
-                 static_cast<acc_t<T>>(w[((o * cg + ci) * d.kh + a) * d.kw + e]);
-        }
-      }
-    out[i] = static_cast<T>(acc);
-  }
+// The three convolution products as implicit GEMMs, one group per grid slice:
+//   forward:     out[g]  (Og x N*P)   = W[g] (Og x K)          @ im2col(x)[g] (K x N*P)
+//   input grad:  dx[g]   (Cg x N*H*W) = W[g]^T (Cg x Og*kh*kw)  @ "col2im gather" of dout
+//   weight grad: dW[g]   (Og x K)     = dout[g] (Og x N*P)      @ im2col(x)[g]^T
+// with K = Cg*kh*kw; the loaders compute addresses on the fly, so nothing is materialised.
+struct ConvTiles {
+  int64_t m, n, k, tiles_m, tiles_n;
+};
+ConvTiles conv_tiles(int64_t m, int64_t n, int64_t k) { return {m, n, k, (m + kTile - 1) / kTile, (n + kTile - 1) / kTile}; }
+TESSERA_DEVICE void tile_of(const ConvTiles& t, int64_t& g, int64_t& ti, int64_t& tj) {
+  const int64_t per_group = t.tiles_m * t.tiles_n, blk = block_x();
+  g = blk / per_group;
+  ti = (blk % per_group) / t.tiles_n;
+  tj = blk % t.tiles_n;
 }
 
-template <class T> TESSERA_GLOBAL void conv_dgrad_kernel(ConvDims d, const T* gout, const T* w, T* gx) {
-  const int64_t total = d.n * d.c * d.h * d.w, cg = d.c / d.groups, og = d.o / d.groups;
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t iw = i % d.w, ih = (i / d.w) % d.h, c = (i / (d.w * d.h)) % d.c, b = i / (d.w * d.h * d.c);
-    const int64_t g = c / cg, ci = c % cg;
-    acc_t<T> acc = 0;
-    for (int64_t a = 0; a < d.kh; ++a) {
-      const int64_t th = ih + d.ph - a * d.dh;  // = oh * sh
-      if (th < 0 || th % d.sh != 0 || th / d.sh >= d.ho) continue;
-      for (int64_t e = 0; e < d.kw; ++e) {
-        const int64_t tw = iw + d.pw - e * d.dw;
-        if (tw < 0 || tw % d.sw != 0 || tw / d.sw >= d.wo) continue;
-        for (int64_t oo = 0; oo < og; ++oo) {
-          const int64_t o = g * og + oo;
-          acc += static_cast<acc_t<T>>(gout[((b * d.o + o) * d.ho + th / d.sh) * d.wo + tw / d.sw]) *
-                 static_cast<acc_t<T>>(w[((o * cg + ci) * d.kh + a) * d.kw + e]);
-        }
-      }
-    }
-    gx[i] = static_cast<T>(acc);
-  }
+template <class T> TESSERA_GLOBAL void conv_fwd_kernel(ConvDims d, ConvTiles t, const T* x, const T* w, const T* bias, T* out) {
+  using Acc = acc_t<T>;
+  TESSERA_SHARED_ARRAY(Acc, as, kTile * kTile);
+  TESSERA_SHARED_ARRAY(Acc, bs, kTile * kTile);
+  int64_t g, ti, tj;
+  tile_of(t, g, ti, tj);
+  const int64_t cg = d.c / d.groups, og = d.o / d.groups, p = d.ho * d.wo, kk = d.kh * d.kw;
+  tiled_gemm<Acc>(
+      t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t q) { return static_cast<Acc>(w[(g * og + oo) * t.k + q]); },
+      [&](int64_t q, int64_t col) {
+        const int64_t b = col / p, oh = (col % p) / d.wo, ow = col % d.wo;
+        const int64_t ci = q / kk, a = (q / d.kw) % d.kh, e = q % d.kw;
+        const int64_t ih = oh * d.sh - d.ph + a * d.dh, iw = ow * d.sw - d.pw + e * d.dw;
+        return (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w) ? static_cast<Acc>(x[((b * d.c + g * cg + ci) * d.h + ih) * d.w + iw]) : Acc(0);
+      },
+      [&](int64_t oo, int64_t col, Acc acc) {
+        const int64_t b = col / p, o = g * og + oo;
+        if (bias) acc += static_cast<Acc>(bias[o]);
+        out[(b * d.o + o) * p + col % p] = static_cast<T>(acc);
+      },
+      as, bs);
 }
 
-template <class T> TESSERA_GLOBAL void conv_wgrad_kernel(ConvDims d, const T* gout, const T* x, T* gw) {
-  const int64_t cg = d.c / d.groups, og = d.o / d.groups, total = d.o * cg * d.kh * d.kw;
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t e = i % d.kw, a = (i / d.kw) % d.kh, ci = (i / (d.kw * d.kh)) % cg, o = i / (d.kw * d.kh * cg);
-    const int64_t c = (o / og) * cg + ci;
-    acc_t<T> acc = 0;
-    for (int64_t b = 0; b < d.n; ++b)
-      for (int64_t oh = 0; oh < d.ho; ++oh) {
-        const int64_t ih = oh * d.sh - d.ph + a * d.dh;
-        if (ih < 0 || ih >= d.h) continue;
-        for (int64_t ow = 0; ow < d.wo; ++ow) {
-          const int64_t iw = ow * d.sw - d.pw + e * d.dw;
-          if (iw < 0 || iw >= d.w) continue;
-          acc += static_cast<acc_t<T>>(gout[((b * d.o + o) * d.ho + oh) * d.wo + ow]) *
-                 static_cast<acc_t<T>>(x[((b * d.c + c) * d.h + ih) * d.w + iw]);
-        }
-      }
-    gw[i] = static_cast<T>(acc);
-  }
+template <class T> TESSERA_GLOBAL void conv_dgrad_kernel(ConvDims d, ConvTiles t, const T* gout, const T* w, T* gx) {
+  using Acc = acc_t<T>;
+  TESSERA_SHARED_ARRAY(Acc, as, kTile * kTile);
+  TESSERA_SHARED_ARRAY(Acc, bs, kTile * kTile);
+  int64_t g, ti, tj;
+  tile_of(t, g, ti, tj);
+  const int64_t cg = d.c / d.groups, og = d.o / d.groups, hw = d.h * d.w, kk = d.kh * d.kw;
+  tiled_gemm<Acc>(
+      t.m, t.n, t.k, ti, tj,
+      [&](int64_t ci, int64_t q) {
+        const int64_t oo = q / kk, r = q % kk;
+        return static_cast<Acc>(w[((g * og + oo) * cg + ci) * kk + r]);
+      },
+      [&](int64_t q, int64_t col) {
+        const int64_t b = col / hw, ih = (col % hw) / d.w, iw = col % d.w;
+        const int64_t oo = q / kk, a = (q / d.kw) % d.kh, e = q % d.kw;
+        const int64_t th = ih + d.ph - a * d.dh, tw = iw + d.pw - e * d.dw;  // = oh * sh, ow * sw
+        if (th < 0 || tw < 0 || th % d.sh != 0 || tw % d.sw != 0 || th / d.sh >= d.ho || tw / d.sw >= d.wo) return Acc(0);
+        return static_cast<Acc>(gout[((b * d.o + g * og + oo) * d.ho + th / d.sh) * d.wo + tw / d.sw]);
+      },
+      [&](int64_t ci, int64_t col, Acc acc) { gx[((col / hw) * d.c + g * cg + ci) * hw + col % hw] = static_cast<T>(acc); }, as, bs);
+}
+
+template <class T> TESSERA_GLOBAL void conv_wgrad_kernel(ConvDims d, ConvTiles t, const T* gout, const T* x, T* gw) {
+  using Acc = acc_t<T>;
+  TESSERA_SHARED_ARRAY(Acc, as, kTile * kTile);
+  TESSERA_SHARED_ARRAY(Acc, bs, kTile * kTile);
+  int64_t g, ti, tj;
+  tile_of(t, g, ti, tj);
+  const int64_t cg = d.c / d.groups, og = d.o / d.groups, p = d.ho * d.wo, kk = d.kh * d.kw;
+  tiled_gemm<Acc>(
+      t.m, t.n, t.k, ti, tj,
+      [&](int64_t oo, int64_t r) { return static_cast<Acc>(gout[((r / p) * d.o + g * og + oo) * p + r % p]); },
+      [&](int64_t r, int64_t q) {
+        const int64_t b = r / p, oh = (r % p) / d.wo, ow = r % d.wo;
+        const int64_t ci = q / kk, a = (q / d.kw) % d.kh, e = q % d.kw;
+        const int64_t ih = oh * d.sh - d.ph + a * d.dh, iw = ow * d.sw - d.pw + e * d.dw;
+        return (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w) ? static_cast<Acc>(x[((b * d.c + g * cg + ci) * d.h + ih) * d.w + iw]) : Acc(0);
+      },
+      [&](int64_t oo, int64_t q, Acc acc) { gw[(g * og + oo) * t.n + q] = static_cast<T>(acc); }, as, bs);
+}
+
+Grid conv_grid(const ConvTiles& t, int64_t groups) {
+  const int64_t blocks = groups * t.tiles_m * t.tiles_n;
+  TESSERA_CHECK(blocks < (int64_t{1} << 31), "conv2d", "problem too large for one launch");
+  return Grid{static_cast<unsigned>(blocks)};
 }
 
 template <class F> void conv_dispatch(DType dt, const char* op, F&& f) {
@@ -96,24 +118,27 @@ template <class F> void conv_dispatch(DType dt, const char* op, F&& f) {
 void conv_fwd(const KernelCall& c) {
   Tensor& out = c.outputs[0];
   const ConvDims d = conv_dims(c.inputs[0].shape(), c.inputs[1].shape(), out.shape(), c.attrs);
+  const ConvTiles t = conv_tiles(d.o / d.groups, d.n * d.ho * d.wo, d.c / d.groups * d.kh * d.kw);
   conv_dispatch(out.dtype(), "conv2d", [&]<class T>() {
-    launch(conv_fwd_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+    launch(conv_fwd_kernel<T>, conv_grid(t, d.groups), Grid{kTile * kTile}, 0, true, d, t, ptr<const T>(c.inputs[0]),
            ptr<const T>(c.inputs[1]), c.inputs[2].defined() ? ptr<const T>(c.inputs[2]) : nullptr, ptr<T>(out));
   });
 }
 void conv_dgrad(const KernelCall& c) {
   Tensor& gx = c.outputs[0];
   const ConvDims d = conv_dims(gx.shape(), c.inputs[1].shape(), c.inputs[0].shape(), c.attrs);
+  const ConvTiles t = conv_tiles(d.c / d.groups, d.n * d.h * d.w, d.o / d.groups * d.kh * d.kw);
   conv_dispatch(gx.dtype(), "conv2d_input_grad", [&]<class T>() {
-    launch(conv_dgrad_kernel<T>, blocks_for(gx.numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+    launch(conv_dgrad_kernel<T>, conv_grid(t, d.groups), Grid{kTile * kTile}, 0, true, d, t, ptr<const T>(c.inputs[0]),
            ptr<const T>(c.inputs[1]), ptr<T>(gx));
   });
 }
 void conv_wgrad(const KernelCall& c) {
   Tensor& gw = c.outputs[0];
   const ConvDims d = conv_dims(c.inputs[1].shape(), gw.shape(), c.inputs[0].shape(), c.attrs);
+  const ConvTiles t = conv_tiles(d.o / d.groups, d.c / d.groups * d.kh * d.kw, d.n * d.ho * d.wo);
   conv_dispatch(gw.dtype(), "conv2d_weight_grad", [&]<class T>() {
-    launch(conv_wgrad_kernel<T>, blocks_for(gw.numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+    launch(conv_wgrad_kernel<T>, conv_grid(t, d.groups), Grid{kTile * kTile}, 0, true, d, t, ptr<const T>(c.inputs[0]),
            ptr<const T>(c.inputs[1]), ptr<T>(gw));
   });
 }

@@ -86,6 +86,16 @@ inline VendorError on_device(void* d, const void* s, size_t n) { return hipMemcp
 inline VendorError peer(void* d, int dd, const void* s, int sd, size_t n) { return hipMemcpyPeer(d, dd, s, sd, n); }
 inline VendorError synchronize() { return hipDeviceSynchronize(); }
 inline VendorError runtime_version(int* v) { return hipRuntimeGetVersion(v); }
+using StreamHandle = hipStream_t;
+using EventHandle = hipEvent_t;
+inline VendorError stream_create(StreamHandle* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
+inline VendorError stream_destroy(StreamHandle s) { return hipStreamDestroy(s); }
+inline VendorError stream_synchronize(StreamHandle s) { return hipStreamSynchronize(s); }
+inline VendorError event_create(EventHandle* e) { return hipEventCreate(e); }
+inline VendorError event_destroy(EventHandle e) { return hipEventDestroy(e); }
+inline VendorError event_record(EventHandle e, StreamHandle s) { return hipEventRecord(e, s); }
+inline VendorError event_synchronize(EventHandle e) { return hipEventSynchronize(e); }
+inline VendorError event_elapsed(float* ms, EventHandle a, EventHandle b) { return hipEventElapsedTime(ms, a, b); }
 inline VendorError properties(int d, DeviceProps& out) {
   hipDeviceProp_t p{};
   const VendorError e = hipGetDeviceProperties(&p, d);
@@ -103,6 +113,16 @@ inline VendorError on_device(void* d, const void* s, size_t n) { return cudaMemc
 inline VendorError peer(void* d, int dd, const void* s, int sd, size_t n) { return cudaMemcpyPeer(d, dd, s, sd, n); }
 inline VendorError synchronize() { return cudaDeviceSynchronize(); }
 inline VendorError runtime_version(int* v) { return cudaRuntimeGetVersion(v); }
+using StreamHandle = cudaStream_t;
+using EventHandle = cudaEvent_t;
+inline VendorError stream_create(StreamHandle* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+inline VendorError stream_destroy(StreamHandle s) { return cudaStreamDestroy(s); }
+inline VendorError stream_synchronize(StreamHandle s) { return cudaStreamSynchronize(s); }
+inline VendorError event_create(EventHandle* e) { return cudaEventCreate(e); }
+inline VendorError event_destroy(EventHandle e) { return cudaEventDestroy(e); }
+inline VendorError event_record(EventHandle e, StreamHandle s) { return cudaEventRecord(e, s); }
+inline VendorError event_synchronize(EventHandle e) { return cudaEventSynchronize(e); }
+inline VendorError event_elapsed(float* ms, EventHandle a, EventHandle b) { return cudaEventElapsedTime(ms, a, b); }
 inline VendorError properties(int d, DeviceProps& out) {
   cudaDeviceProp p{};
   const VendorError e = cudaGetDeviceProperties(&p, d);
