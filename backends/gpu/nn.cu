@@ -38,21 +38,25 @@ TESSERA_DEVICE void tile_of(const ConvTiles& t, int64_t& g, int64_t& ti, int64_t
   tj = blk % t.tiles_n;
 }
 
+// Element (q, output position `pos` = b * P + p) of group g's implicit im2col matrix.
+template <class Acc, class T> TESSERA_DEVICE Acc im2col_at(const ConvDims& d, const T* x, int64_t g, int64_t q, int64_t pos) {
+  const int64_t p = d.ho * d.wo, kk = d.kh * d.kw, cg = d.c / d.groups;
+  const int64_t b = pos / p, oh = (pos % p) / d.wo, ow = pos % d.wo;
+  const int64_t ci = q / kk, a = (q / d.kw) % d.kh, e = q % d.kw;
+  const int64_t ih = oh * d.sh - d.ph + a * d.dh, iw = ow * d.sw - d.pw + e * d.dw;
+  return (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w) ? static_cast<Acc>(x[((b * d.c + g * cg + ci) * d.h + ih) * d.w + iw]) : Acc(0);
+}
+
 template <class T> TESSERA_GLOBAL void conv_fwd_kernel(ConvDims d, ConvTiles t, const T* x, const T* w, const T* bias, T* out) {
   using Acc = acc_t<T>;
   TESSERA_SHARED_ARRAY(Acc, as, kTile * kTile);
   TESSERA_SHARED_ARRAY(Acc, bs, kTile * kTile);
   int64_t g, ti, tj;
   tile_of(t, g, ti, tj);
-  const int64_t cg = d.c / d.groups, og = d.o / d.groups, p = d.ho * d.wo, kk = d.kh * d.kw;
+  const int64_t og = d.o / d.groups, p = d.ho * d.wo;
   tiled_gemm<Acc>(
       t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t q) { return static_cast<Acc>(w[(g * og + oo) * t.k + q]); },
-      [&](int64_t q, int64_t col) {
-        const int64_t b = col / p, oh = (col % p) / d.wo, ow = col % d.wo;
-        const int64_t ci = q / kk, a = (q / d.kw) % d.kh, e = q % d.kw;
-        const int64_t ih = oh * d.sh - d.ph + a * d.dh, iw = ow * d.sw - d.pw + e * d.dw;
-        return (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w) ? static_cast<Acc>(x[((b * d.c + g * cg + ci) * d.h + ih) * d.w + iw]) : Acc(0);
-      },
+      [&](int64_t q, int64_t col) { return im2col_at<Acc>(d, x, g, q, col); },
       [&](int64_t oo, int64_t col, Acc acc) {
         const int64_t b = col / p, o = g * og + oo;
         if (bias) acc += static_cast<Acc>(bias[o]);
@@ -90,16 +94,11 @@ template <class T> TESSERA_GLOBAL void conv_wgrad_kernel(ConvDims d, ConvTiles t
   TESSERA_SHARED_ARRAY(Acc, bs, kTile * kTile);
   int64_t g, ti, tj;
   tile_of(t, g, ti, tj);
-  const int64_t cg = d.c / d.groups, og = d.o / d.groups, p = d.ho * d.wo, kk = d.kh * d.kw;
+  const int64_t og = d.o / d.groups, p = d.ho * d.wo;
   tiled_gemm<Acc>(
       t.m, t.n, t.k, ti, tj,
       [&](int64_t oo, int64_t r) { return static_cast<Acc>(gout[((r / p) * d.o + g * og + oo) * p + r % p]); },
-      [&](int64_t r, int64_t q) {
-        const int64_t b = r / p, oh = (r % p) / d.wo, ow = r % d.wo;
-        const int64_t ci = q / kk, a = (q / d.kw) % d.kh, e = q % d.kw;
-        const int64_t ih = oh * d.sh - d.ph + a * d.dh, iw = ow * d.sw - d.pw + e * d.dw;
-        return (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w) ? static_cast<Acc>(x[((b * d.c + g * cg + ci) * d.h + ih) * d.w + iw]) : Acc(0);
-      },
+      [&](int64_t r, int64_t q) { return im2col_at<Acc>(d, x, g, q, r); },
       [&](int64_t oo, int64_t q, Acc acc) { gw[(g * og + oo) * t.n + q] = static_cast<T>(acc); }, as, bs);
 }
 
