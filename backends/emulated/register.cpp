@@ -1,6 +1,7 @@
 // The emulated GPU backend: device type `emulated`, memory in host RAM but reached only through
 // the device copy calls (like a discrete GPU), kernels from backends/gpu run by the CPU
 // emulation of the execution model (execution.h). It exists to verify the GPU kernels.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -34,17 +35,26 @@ class EmulatedBackend final : public Backend {
     return {"CPU emulation of the CUDA/HIP execution model", 0, 0,
             {{"warp size", std::to_string(s.warp_size)}, {"schedule", sched}, {"threads", "fibers (Boost.Context)"}}};
   }
-  std::vector<std::pair<std::string, std::string>> build_info() const override {
-    return {{"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"}};
-  }
   CachingAllocator& allocator(int) override { return allocator_; }
   bool host_accessible() const override { return false; }
   void copy_from_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
   void copy_to_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
   void copy_on_device(void* dst, int, const void* src, int, size_t n) override { std::memcpy(dst, src, n); }
   void synchronize(int) override {}
+  // "Pinned" memory is ordinary host memory here, but the loader takes the same path as on a GPU.
+  void* allocate_pinned(size_t nbytes) override {
+    ++pinned_allocations_;
+    return std::aligned_alloc(256, (nbytes + 255) / 256 * 256);
+  }
+  void free_pinned(void* p) override { std::free(p); }
+  void copy_from_host_async(void* dst, const void* src, size_t n, int, Stream&) override { std::memcpy(dst, src, n); }
+  std::vector<std::pair<std::string, std::string>> build_info() const override {
+    return {{"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"},
+            {"pinned allocations", std::to_string(pinned_allocations_.load())}};
+  }
 
  private:
+  std::atomic<int64_t> pinned_allocations_{0};
   EmulatedMemory memory_;
   CachingAllocator allocator_;
 };

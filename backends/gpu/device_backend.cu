@@ -126,6 +126,20 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::synchronize());
   }
   std::unique_ptr<Stream> new_stream(int d) override { return std::make_unique<VendorStream>(Device(type_, d)); }
+  void* allocate_pinned(size_t nbytes) override {
+    void* p = nullptr;
+    if (!ok(vendor::host_alloc(&p, nbytes))) {
+      (void)last_error();
+      return nullptr;  // callers fall back to pageable memory
+    }
+    return p;
+  }
+  void free_pinned(void* p) override { (void)vendor::host_free(p); }
+  void copy_from_host_async(void* dst, const void* src, size_t n, int d, Stream& stream) override {
+    auto* vs = dynamic_cast<VendorStream*>(&stream);
+    TESSERA_GPU_CHECK(vendor::set_device(d));
+    TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vs ? vs->handle() : vendor::StreamHandle{}));
+  }
   std::unique_ptr<Event> new_event(int d) override { return std::make_unique<VendorEvent>(d); }
 
  private:

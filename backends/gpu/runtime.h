@@ -96,6 +96,11 @@ inline VendorError event_destroy(EventHandle e) { return hipEventDestroy(e); }
 inline VendorError event_record(EventHandle e, StreamHandle s) { return hipEventRecord(e, s); }
 inline VendorError event_synchronize(EventHandle e) { return hipEventSynchronize(e); }
 inline VendorError event_elapsed(float* ms, EventHandle a, EventHandle b) { return hipEventElapsedTime(ms, a, b); }
+inline VendorError host_alloc(void** p, size_t n) { return hipHostMalloc(p, n, hipHostMallocDefault); }
+inline VendorError host_free(void* p) { return hipHostFree(p); }
+inline VendorError to_device_async(void* d, const void* s, size_t n, StreamHandle st) {
+  return hipMemcpyAsync(d, s, n, hipMemcpyHostToDevice, st);
+}
 inline VendorError properties(int d, DeviceProps& out) {
   hipDeviceProp_t p{};
   const VendorError e = hipGetDeviceProperties(&p, d);
@@ -123,6 +128,11 @@ inline VendorError event_destroy(EventHandle e) { return cudaEventDestroy(e); }
 inline VendorError event_record(EventHandle e, StreamHandle s) { return cudaEventRecord(e, s); }
 inline VendorError event_synchronize(EventHandle e) { return cudaEventSynchronize(e); }
 inline VendorError event_elapsed(float* ms, EventHandle a, EventHandle b) { return cudaEventElapsedTime(ms, a, b); }
+inline VendorError host_alloc(void** p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocDefault); }
+inline VendorError host_free(void* p) { return cudaFreeHost(p); }
+inline VendorError to_device_async(void* d, const void* s, size_t n, StreamHandle st) {
+  return cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, st);
+}
 inline VendorError properties(int d, DeviceProps& out) {
   cudaDeviceProp p{};
   const VendorError e = cudaGetDeviceProperties(&p, d);

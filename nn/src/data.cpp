@@ -95,8 +95,19 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {
     gen.set_offset((static_cast<uint64_t>(epoch) * 1000003ULL + static_cast<uint64_t>(index)) << 16);
     for (const Transform& t : options_.transforms) batch.x = t(batch.x, gen);
   }
-  batch.x = batch.x.to(options_.device);
-  batch.y = batch.y.to(options_.device);
+  Backend& backend = backend_for_device(options_.device, "DataLoader");
+  if (backend.host_accessible()) {
+    batch.x = batch.x.to(options_.device);
+    batch.y = batch.y.to(options_.device);
+    return batch;
+  }
+  // Device backends: stage in pinned memory and upload on this worker's own stream, so the
+  // copy overlaps the training step running on the caller's thread.
+  const auto stream = backend.new_stream(options_.device.index);
+  const Tensor px = pin_memory(batch.x, options_.device), py = pin_memory(batch.y, options_.device);
+  batch.x = to_device_async(px, options_.device, *stream);
+  batch.y = to_device_async(py, options_.device, *stream);
+  stream->synchronize();  // before the pinned buffers are released
   return batch;
 }
 

@@ -86,3 +86,17 @@ TEST_CASE("to(dtype), to(device), item and to_vector") {
   CHECK(x.select(0, 1).item<double>() == -2.25);
   TESSERA_CHECK_THROWS_WITH(x.item<float>(), "item: expected a tensor with one element, got shape [2]");
 }
+
+TEST_CASE("pinned host staging and asynchronous uploads") {
+  const Tensor host = arange(0.0, 6.0).reshape({2, 3}).mT();  // non-contiguous on purpose
+  const Tensor pinned = pin_memory(host, device());
+  CHECK(pinned.device() == kCPU);
+  CHECK(pinned.is_contiguous());
+  CHECK(pinned.to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
+  auto stream = backend_for(device().type).new_stream(device().index);
+  const Tensor up = to_device_async(pinned, device(), *stream);
+  stream->synchronize();
+  CHECK(up.device() == device());
+  CHECK(up.to_vector<float>() == pinned.to_vector<float>());
+  TESSERA_CHECK_THROWS_WITH(to_device_async(host, device(), *stream), "to_device_async: expected a contiguous cpu tensor");
+}

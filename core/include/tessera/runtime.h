@@ -17,4 +17,14 @@ void set_memory_limit(Device device, int64_t bytes);
 /** Returns cached blocks of `device`'s allocator to the system. */
 void empty_cache(Device device = kCPU);
 
+class Tensor;
+class Stream;
+/**
+ * A contiguous host copy of `host` in page-locked memory of `device`'s backend, for
+ * asynchronous uploads; a plain contiguous host tensor when the backend has no pinned memory.
+ */
+Tensor pin_memory(const Tensor& host, Device device);
+/** Uploads a contiguous host tensor to `device`, queued on `stream` (wait on the stream before use). */
+Tensor to_device_async(const Tensor& host, Device device, Stream& stream);
+
 }  // namespace tessera

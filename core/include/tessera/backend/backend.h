@@ -64,6 +64,20 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes, int device) = 0;
   virtual void copy_on_device(void* dst, int dst_device, const void* src, int src_device, size_t nbytes) = 0;
 
+  /** (optional) Page-locked host memory for fast asynchronous uploads; nullptr when the backend
+   *  has none (then callers fall back to pageable memory and synchronous copies). */
+  virtual void* allocate_pinned(size_t nbytes) {
+    (void)nbytes;
+    return nullptr;
+  }
+  /** (optional) Frees what allocate_pinned returned. */
+  virtual void free_pinned(void* ptr) { (void)ptr; }
+  /** (optional) Host-to-device copy queued on `stream`; the default copies synchronously. */
+  virtual void copy_from_host_async(void* dst, const void* src, size_t nbytes, int device, Stream& stream) {
+    (void)stream;
+    copy_from_host(dst, src, nbytes, device);
+  }
+
   /** Waits for all work on `device`. */
   virtual void synchronize(int device) = 0;
   /** (optional) A new stream; the default runs everything synchronously. */

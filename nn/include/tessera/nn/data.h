@@ -49,7 +49,7 @@ struct LoaderOptions {
   uint64_t seed = 0;
   int workers = 1;        ///< background threads preparing batches (0 = on the caller's thread)
   int prefetch = 4;       ///< batches prepared ahead (bound of the queue)
-  Device device = kCPU;   ///< batches are moved here
+  Device device = kCPU;   ///< batches are moved here (through pinned memory and an async copy on device backends)
   std::vector<Transform> transforms = {};
 };
 
