@@ -10,45 +10,17 @@
 #include "line_plan.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/math.h"
+#include "tessera/kernels/reduce.h"
 
 namespace tessera::cpu {
 namespace {
 using backend_common::for_range;
 using backend_common::make_plan;
 
-// Floating sums/products accumulate in double (exact enough that f32 results are correctly
-// rounded in practice); integers in uint64, whose wrap-around matches two's complement.
-template <class T> using wide_t = std::conditional_t<kernels::is_float_like_v<T>, double, uint64_t>;
-
-template <class T> struct SumR {
-  using Acc = wide_t<T>;
-  static Acc init() { return Acc(0); }
-  static Acc step(Acc a, T v) { return a + static_cast<Acc>(static_cast<compute_t<T>>(v)); }
-  static Acc merge(Acc a, Acc b) { return a + b; }
-  static T finish(Acc a) { return kernels::convert<T>(static_cast<std::conditional_t<std::is_same_v<Acc, double>, double, int64_t>>(a)); }
-};
-template <class T> struct ProdR {
-  using Acc = wide_t<T>;
-  static Acc init() { return Acc(1); }
-  static Acc step(Acc a, T v) { return a * static_cast<Acc>(static_cast<compute_t<T>>(v)); }
-  static Acc merge(Acc a, Acc b) { return a * b; }
-  static T finish(Acc a) { return SumR<T>::finish(a); }
-};
-template <class T, bool kMax> struct ExtremeR {
-  using Acc = compute_t<T>;
-  static Acc init() {
-    if constexpr (std::is_floating_point_v<Acc>) return kMax ? -INFINITY : INFINITY;
-    else return kMax ? std::numeric_limits<Acc>::lowest() : std::numeric_limits<Acc>::max();
-  }
-  // NaN is sticky: once the accumulator is NaN no comparison replaces it.
-  static Acc step(Acc a, T tv) {
-    const Acc v = static_cast<Acc>(tv);
-    if (kmath::isnan(a)) return a;
-    return (kMax ? v > a : v < a) || kmath::isnan(v) ? v : a;
-  }
-  static Acc merge(Acc a, Acc b) { return step(a, static_cast<T>(b)); }
-  static T finish(Acc a) { return static_cast<T>(a); }
-};
+template <class T> using SumR = kernels::SumReducer<T>;
+template <class T> using ProdR = kernels::ProdReducer<T>;
+template <class T> using MaxR = kernels::MaxReducer<T>;
+template <class T> using MinR = kernels::MinReducer<T>;
 
 constexpr int kLanes = 8;
 constexpr int64_t kChunk = 16384;
@@ -166,8 +138,6 @@ template <template <class> class R> void reduce_kernel(const KernelCall& c) {
   backend_common::dispatch_numeric(c.inputs[0].dtype(), op_name(c.op).data(),
                                    [&]<class T>() { reduce_tensor<R<T>, T>(c.inputs[0], c.outputs[0], c.attrs.axes); });
 }
-template <class T> using MaxR = ExtremeR<T, true>;
-template <class T> using MinR = ExtremeR<T, false>;
 
 template <template <class> class R> void extreme_kernel(const KernelCall& c) {
   backend_common::dispatch_all(c.inputs[0].dtype(), op_name(c.op).data(),

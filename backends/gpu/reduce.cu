@@ -8,42 +8,17 @@
 #include "common.h"
 #include "kernels.h"
 #include "tessera/kernels/convert.h"
+#include "tessera/kernels/reduce.h"
 #include "tessera/ops/creation.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 namespace {
 
-template <class T> using wide_t = std::conditional_t<kernels::is_float_like_v<T>, double, uint64_t>;
-template <class T> using extreme_t = std::conditional_t<std::is_same_v<T, bool>, int, compute_t<T>>;
-
-template <class T> struct SumOp {
-  using Acc = wide_t<T>;
-  static TESSERA_HD Acc init() { return Acc(0); }
-  static TESSERA_HD Acc lift(T v) { return static_cast<Acc>(static_cast<compute_t<T>>(v)); }
-  TESSERA_HD Acc operator()(Acc a, Acc b) const { return a + b; }
-};
-template <class T> struct ProdOp {
-  using Acc = wide_t<T>;
-  static TESSERA_HD Acc init() { return Acc(1); }
-  static TESSERA_HD Acc lift(T v) { return static_cast<Acc>(static_cast<compute_t<T>>(v)); }
-  TESSERA_HD Acc operator()(Acc a, Acc b) const { return a * b; }
-};
-template <class T, bool kMax> struct ExtremeOp {
-  using Acc = extreme_t<T>;
-  static TESSERA_HD Acc init() {
-    if constexpr (std::is_floating_point_v<Acc>) return kMax ? -INFINITY : INFINITY;
-    else return kMax ? std::numeric_limits<Acc>::lowest() : std::numeric_limits<Acc>::max();
-  }
-  static TESSERA_HD Acc lift(T v) { return static_cast<Acc>(static_cast<compute_t<T>>(v)); }
-  TESSERA_HD Acc operator()(Acc a, Acc b) const {  // NaN wins
-    if (a != a) return a;
-    if (b != b) return b;
-    return (kMax ? b > a : b < a) ? b : a;
-  }
-};
-template <class T> using MaxOp = ExtremeOp<T, true>;
-template <class T> using MinOp = ExtremeOp<T, false>;
+template <class T> using SumOp = kernels::SumReducer<T>;
+template <class T> using ProdOp = kernels::ProdReducer<T>;
+template <class T> using MaxOp = kernels::MaxReducer<T>;
+template <class T> using MinOp = kernels::MinReducer<T>;
 
 // Reduces v across the block (blockDim a power of two >= the warp size); every thread gets it.
 template <class Acc, class Op> TESSERA_DEVICE Acc block_reduce(Acc v, Op op, Acc* smem) {
@@ -70,12 +45,9 @@ template <class T, class Op> TESSERA_GLOBAL void reduce_rows_kernel(int64_t rows
   TESSERA_SHARED_ARRAY(Acc, smem, kThreads);
   for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
     Acc acc = Op::init();
-    for (int64_t j = thread_x(); j < len; j += block_dim_x()) acc = Op{}(acc, Op::lift(in[r * len + j]));
+    for (int64_t j = thread_x(); j < len; j += block_dim_x()) acc = Op::step(acc, in[r * len + j]);
     acc = block_reduce(acc, Op{}, smem);
-    if (thread_x() == 0) {
-      if constexpr (std::is_same_v<Acc, uint64_t>) out[r] = kernels::convert<T, int64_t>(static_cast<int64_t>(acc));
-      else out[r] = kernels::convert<T>(acc);
-    }
+    if (thread_x() == 0) out[r] = Op::finish(acc);
   }
 }
 
@@ -94,11 +66,10 @@ template <class T, bool kMax> TESSERA_GLOBAL void arg_rows_kernel(int64_t rows, 
 
 template <class T> TESSERA_GLOBAL void cumsum_rows_kernel(int64_t rows, int64_t len, const T* in, T* out) {
   for (int64_t r = global_index(); r < rows; r += grid_stride()) {
-    wide_t<T> acc = 0;
+    auto acc = SumOp<T>::init();
     for (int64_t j = 0; j < len; ++j) {
-      acc += static_cast<wide_t<T>>(static_cast<compute_t<T>>(in[r * len + j]));
-      if constexpr (std::is_same_v<wide_t<T>, uint64_t>) out[r * len + j] = kernels::convert<T, int64_t>(static_cast<int64_t>(acc));
-      else out[r * len + j] = kernels::convert<T>(acc);
+      acc = SumOp<T>::step(acc, in[r * len + j]);
+      out[r * len + j] = SumOp<T>::finish(acc);
     }
   }
 }
