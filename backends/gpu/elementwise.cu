@@ -30,6 +30,54 @@ TESSERA_GLOBAL void binary_kernel(int64_t n, O* out, const T* a, const T* b, Ind
   }
 }
 
+// Contiguous fast path: each thread moves 16 bytes of the input per load (one 128-bit
+// transaction on NVIDIA/AMD), so the kernels run at the bandwidth limit rather than the
+// load-issue limit; the tail shorter than one pack is done element by element.
+template <class T, int N> struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+template <class T> inline constexpr int kPack = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+
+template <class Fn, class T>
+TESSERA_GLOBAL void unary_vec_kernel(int64_t n, T* out, const T* a) {
+  using C = compute_t<T>;
+  constexpr int N = kPack<T>;
+  const int64_t packs = n / N;
+  for (int64_t i = global_index(); i < packs; i += grid_stride()) {
+    const Pack<T, N> x = reinterpret_cast<const Pack<T, N>*>(a)[i];
+    Pack<T, N> y;
+    TESSERA_UNROLL
+    for (int j = 0; j < N; ++j) y.v[j] = static_cast<T>(Fn{}(static_cast<C>(x.v[j])));
+    reinterpret_cast<Pack<T, N>*>(out)[i] = y;
+  }
+  for (int64_t i = packs * N + global_index(); i < n; i += grid_stride()) out[i] = static_cast<T>(Fn{}(static_cast<C>(a[i])));
+}
+
+template <class Fn, class T, class O>
+TESSERA_GLOBAL void binary_vec_kernel(int64_t n, O* out, const T* a, const T* b) {
+  using C = compute_t<T>;
+  constexpr int N = kPack<T>;
+  const int64_t packs = n / N;
+  for (int64_t i = global_index(); i < packs; i += grid_stride()) {
+    const Pack<T, N> x = reinterpret_cast<const Pack<T, N>*>(a)[i];
+    const Pack<T, N> y = reinterpret_cast<const Pack<T, N>*>(b)[i];
+    Pack<O, N> z;
+    TESSERA_UNROLL
+    for (int j = 0; j < N; ++j) z.v[j] = static_cast<O>(Fn{}(static_cast<C>(x.v[j]), static_cast<C>(y.v[j])));
+    reinterpret_cast<Pack<O, N>*>(out)[i] = z;
+  }
+  for (int64_t i = packs * N + global_index(); i < n; i += grid_stride()) {
+    out[i] = static_cast<O>(Fn{}(static_cast<C>(a[i]), static_cast<C>(b[i])));
+  }
+}
+
+/** Whether every pointer is aligned for 16-byte packs of its element type. */
+template <class T, class O> bool packable(bool contiguous, const void* out, const void* a, const void* b) {
+  const auto aligned = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  constexpr size_t N = kPack<T>;
+  return contiguous && aligned(out, sizeof(O) * N) && aligned(a, sizeof(T) * N) && (!b || aligned(b, sizeof(T) * N));
+}
+
 template <class T>
 TESSERA_GLOBAL void where_kernel(int64_t n, T* out, const bool* c, const T* a, const T* b, Indexer<4> ix) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
@@ -94,8 +142,12 @@ template <class Fn, DTypePolicy P> void unary_op(const KernelCall& c) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
   auto run = [&]<class T>() {
-    launch(unary_kernel<Fn, T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), ptr<T>(x),
-           make_indexer<2>(out.shape(), {&out, &x}));
+    const auto ix = make_indexer<2>(out.shape(), {&out, &x});
+    if (packable<T, T>(ix.contiguous, out.data_ptr(), x.data_ptr(), nullptr)) {
+      launch(unary_vec_kernel<Fn, T>, blocks_for(out.numel() / kPack<T> + 1), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), ptr<T>(x));
+      return;
+    }
+    launch(unary_kernel<Fn, T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), ptr<T>(x), ix);
   };
   if constexpr (P == DTypePolicy::Float) backend_common::dispatch_float(x.dtype(), op_name(c.op).data(), run);
   else backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), run);
@@ -106,8 +158,14 @@ template <class Fn, DTypePolicy P> void binary_op(const KernelCall& c) {
   const Tensor& b = c.inputs[1];
   Tensor& out = c.outputs[0];
   auto run = [&]<class T, class O>() {
+    const auto ix = make_indexer<3>(out.shape(), {&out, &a, &b});
+    if (packable<T, O>(ix.contiguous, out.data_ptr(), a.data_ptr(), b.data_ptr())) {
+      launch(binary_vec_kernel<Fn, T, O>, blocks_for(out.numel() / kPack<T> + 1), Grid{kThreads}, 0, false, out.numel(), ptr<O>(out),
+             ptr<T>(a), ptr<T>(b));
+      return;
+    }
     launch(binary_kernel<Fn, T, O>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<O>(out), ptr<T>(a),
-           ptr<T>(b), make_indexer<3>(out.shape(), {&out, &a, &b}));
+           ptr<T>(b), ix);
   };
   const char* name = op_name(c.op).data();
   if constexpr (P == DTypePolicy::Arith) {
