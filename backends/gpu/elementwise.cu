@@ -3,7 +3,7 @@
 #include "common.h"
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/convert.h"
-#include "tessera/kernels/philox.h"
+#include "tessera/kernels/random_draw.h"
 #include "tessera/kernels/unary.h"
 
 namespace tessera::gpu {
@@ -103,37 +103,11 @@ template <class T> TESSERA_GLOBAL void fill_kernel(int64_t n, T* out, T value, I
   }
 }
 
-enum class RandomKind { uniform, normal, integer, bernoulli };
+using kernels::RandomKind;
 
-// Element i uses word i % 4 of Philox block i / 4: the CPU backend's numbers exactly (normal
-// samples agree to the accuracy of the platform's logf/sinf/cosf).
 template <class T, RandomKind K>
 TESSERA_GLOBAL void random_kernel(int64_t n, T* out, uint64_t seed, uint64_t offset, double a, double b) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const kernels::Philox4 w = kernels::philox_block(seed, offset, static_cast<uint64_t>(i / 4));
-    const int j = static_cast<int>(i % 4);
-    if constexpr (K == RandomKind::uniform) {
-      using C = compute_t<T>;
-      C v = static_cast<C>(a) + static_cast<C>(b - a) * static_cast<C>(kernels::uniform_from_bits(w.v[j]));
-      if (v >= static_cast<C>(b) && b > a) v = static_cast<C>(a);
-      out[i] = static_cast<T>(v);
-    } else if constexpr (K == RandomKind::normal) {
-      const int pair = j & ~1;
-      const float u1 = 1.0f - kernels::uniform_from_bits(w.v[pair]);
-      const float u2 = kernels::uniform_from_bits(w.v[pair + 1]);
-      const float r = sqrtf(-2.0f * logf(u1));
-      const float angle = 6.283185307179586f * u2;
-      const float z = (j & 1) ? r * sinf(angle) : r * cosf(angle);
-      out[i] = static_cast<T>(static_cast<float>(a) + static_cast<float>(b) * z);
-    } else if constexpr (K == RandomKind::integer) {
-      const uint64_t bits = (static_cast<uint64_t>(w.v[j]) << 32) | w.v[(j + 1) & 3];
-      const auto lo = static_cast<int64_t>(a);
-      const auto range = static_cast<uint64_t>(static_cast<int64_t>(b) - lo);
-      out[i] = kernels::convert<T, int64_t>(lo + static_cast<int64_t>(bits % range));
-    } else {
-      out[i] = kernels::convert<T, int>(kernels::uniform_from_bits(w.v[j]) < static_cast<float>(a) ? 1 : 0);
-    }
-  }
+  for (int64_t i = global_index(); i < n; i += grid_stride()) out[i] = kernels::random_draw<T, K>(seed, offset, i, a, b);
 }
 
 // ---- host launchers ----

@@ -1,6 +1,7 @@
 // index_select, gather (one thread per output element, bounds-checked on the host first) and
 // scatter_add (atomic adds: duplicate indices accumulate; the order of float additions is
 // unspecified on real GPUs).
+#include "../common/index_views.h"
 #include "common.h"
 #include "kernels.h"
 #include "tessera/ops/reduction.h"
@@ -8,6 +9,10 @@
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 namespace {
+using backend_common::along_axis_view;
+using backend_common::check_bounds;
+using backend_common::dispatch_index;
+using backend_common::index_select_as_gather;
 
 // out[i] = x[position of i with coordinate `axis` replaced by index[...]]; `ix` walks
 // (out, index, x with its axis stride zeroed).
@@ -29,29 +34,11 @@ TESSERA_GLOBAL void scatter_add_kernel(int64_t n, T* x, const I* index, const T*
   }
 }
 
-// Throws "<op>: index i is out of range for axis a of size s" before any kernel runs.
-void check_bounds(const Tensor& index, int64_t size, const char* op, int64_t axis) {
-  if (index.numel() == 0) return;
-  const int64_t lo = amin(index).item<int64_t>(), hi = amax(index).item<int64_t>();
-  const int64_t bad = lo < 0 ? lo : hi;
-  if (lo < 0 || hi >= size) {
-    throw Error(detail::concat(op, ": index ", bad, " is out of range for axis ", axis, " of size ", size));
-  }
-}
-
-template <class F> void dispatch_index(DType dt, F&& f) {
-  if (dt == DType::i32) f.template operator()<int32_t>();
-  else f.template operator()<int64_t>();
-}
-
 // gather with an explicit index tensor shaped like the output.
 void gather_into(Tensor& out, const Tensor& x, const Tensor& index, int64_t axis, const char* op, bool checked) {
   if (!checked) check_bounds(index, x.dim() ? x.size(axis) : 1, op, axis);
-  Strides xs = x.strides();
-  const int64_t axis_stride = x.dim() ? xs[axis] : 0;
-  if (x.dim()) xs[axis] = 0;
-  Shape xshape = out.shape();
-  const Tensor xview = detail::make_tensor(x.storage(), xshape, xs, x.offset(), x.dtype());
+  int64_t axis_stride = 0;
+  const Tensor xview = along_axis_view(x, out.shape(), axis, axis_stride);
   backend_common::dispatch_all(x.dtype(), op, [&]<class T>() {
     dispatch_index(index.dtype(), [&]<class I>() {
       launch(gather_kernel<T, I>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), ptr<const I>(index),
@@ -61,14 +48,8 @@ void gather_into(Tensor& out, const Tensor& x, const Tensor& index, int64_t axis
 }
 
 void index_select_op(const KernelCall& c) {
-  const Tensor& x = c.inputs[0];
-  Tensor& out = c.outputs[0];
-  const int64_t axis = c.attrs.axis;
-  Strides istrides(static_cast<size_t>(out.dim()), 0);
-  istrides[axis] = c.inputs[1].strides()[0];
-  const Tensor idx = detail::make_tensor(c.inputs[1].storage(), out.shape(), istrides, c.inputs[1].offset(), c.inputs[1].dtype());
-  check_bounds(c.inputs[1], x.size(axis), "index_select", axis);
-  gather_into(out, x, idx, axis, "index_select", true);
+  const Tensor idx = index_select_as_gather(c);
+  gather_into(c.outputs[0], c.inputs[0], idx, c.attrs.axis, "index_select", true);
 }
 
 void gather_op(const KernelCall& c) { gather_into(c.outputs[0], c.inputs[0], c.inputs[1], c.attrs.axis, "gather", false); }
@@ -79,10 +60,8 @@ void scatter_add_op(const KernelCall& c) {
   Tensor& x = c.outputs[0];
   const int64_t axis = c.attrs.axis;
   check_bounds(index, x.dim() ? x.size(axis) : 1, "scatter_add", axis);
-  Strides xs = x.strides();
-  const int64_t axis_stride = x.dim() ? xs[axis] : 0;
-  if (x.dim()) xs[axis] = 0;
-  const Tensor xview = detail::make_tensor(x.storage(), index.shape(), xs, x.offset(), x.dtype());
+  int64_t axis_stride = 0;
+  const Tensor xview = along_axis_view(x, index.shape(), axis, axis_stride);
   auto run = [&]<class T>() {
     dispatch_index(index.dtype(), [&]<class I>() {
       launch(scatter_add_kernel<T, I>, blocks_for(index.numel()), Grid{kThreads}, 0, false, index.numel(), ptr<T>(xview),

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "../common/row_layout.h"
 #include "common.h"
 #include "kernels.h"
 #include "tessera/kernels/convert.h"
@@ -14,6 +15,8 @@
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 namespace {
+using backend_common::along_axis;
+using backend_common::as_rows;
 
 template <class T> using SumOp = kernels::SumReducer<T>;
 template <class T> using ProdOp = kernels::ProdReducer<T>;
@@ -98,18 +101,6 @@ template <class T, bool kLog> TESSERA_GLOBAL void softmax_rows_kernel(int64_t ro
   }
 }
 
-// [rows, len] contiguous view of x with `axes` last; `order` receives the permutation used.
-Tensor as_rows(const Tensor& x, const std::vector<int64_t>& axes, std::vector<int64_t>& order) {
-  order.clear();
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (std::find(axes.begin(), axes.end(), d) == axes.end()) order.push_back(d);
-  }
-  order.insert(order.end(), axes.begin(), axes.end());
-  int64_t len = 1;
-  for (int64_t a : axes) len *= x.size(a);
-  return x.permute(order).contiguous().view({len == 0 ? 0 : x.numel() / std::max<int64_t>(len, 1), len});
-}
-
 Grid row_blocks(int64_t rows) { return Grid{static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 4096))}; }
 
 template <template <class> class Op> void reduce_op(const KernelCall& c) {
@@ -137,19 +128,6 @@ template <bool kMax> void arg_op(const KernelCall& c) {
     launch(arg_rows_kernel<T, kMax>, blocks_for(rows.size(0)), Grid{kThreads}, 0, false, rows.size(0), rows.size(1),
            ptr<const T>(rows), ptr<int64_t>(c.outputs[0]));
   });
-}
-
-// Runs a [rows, len] -> [rows, len] kernel along `axis` and writes the result back in place.
-template <class Launch> void along_axis(const KernelCall& c, Launch&& launch_rows) {
-  const Tensor& x = c.inputs[0];
-  Tensor& out = c.outputs[0];
-  std::vector<int64_t> order;
-  const Tensor rows = as_rows(x, {c.attrs.axis}, order);
-  Tensor result = empty(rows.shape(), out.dtype(), out.device());
-  launch_rows(rows, result);
-  Shape permuted;
-  for (int64_t d : order) permuted.push_back(x.size(d));
-  out.permute(order).copy_(result.view(permuted));
 }
 
 void cumsum_op(const KernelCall& c) {

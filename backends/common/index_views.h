@@ -1,0 +1,44 @@
+#pragma once
+// Host-side preparation shared by the device backends' indexing kernels: bounds checks with
+// the op's error message, index dtype dispatch, and the strided views a gather/scatter kernel
+// walks (x with its indexed axis' stride zeroed, so one indexer serves every operand).
+#include "tessera/backend/kernel.h"
+#include "tessera/ops/reduction.h"
+#include "tessera/tensor.h"
+
+namespace tessera::backend_common {
+
+// Throws "<op>: index i is out of range for axis a of size s" before any kernel runs.
+inline void check_bounds(const Tensor& index, int64_t size, const char* op, int64_t axis) {
+  if (index.numel() == 0) return;
+  const int64_t lo = amin(index).item<int64_t>(), hi = amax(index).item<int64_t>();
+  const int64_t bad = lo < 0 ? lo : hi;
+  if (lo < 0 || hi >= size) {
+    throw Error(detail::concat(op, ": index ", bad, " is out of range for axis ", axis, " of size ", size));
+  }
+}
+
+template <class F> void dispatch_index(DType dt, F&& f) {
+  if (dt == DType::i32) f.template operator()<int32_t>();
+  else f.template operator()<int64_t>();
+}
+
+/** x seen with `shape`, its `axis` stride zeroed; `axis_stride` receives the original stride. */
+inline Tensor along_axis_view(const Tensor& x, const Shape& shape, int64_t axis, int64_t& axis_stride) {
+  Strides xs = x.strides();
+  axis_stride = x.dim() ? xs[axis] : 0;
+  if (x.dim()) xs[axis] = 0;
+  return detail::make_tensor(x.storage(), shape, xs, x.offset(), x.dtype());
+}
+
+/** index_select's 1-D index broadcast to the output shape along `axis` (bounds checked). */
+inline Tensor index_select_as_gather(const KernelCall& c) {
+  const Tensor& out = c.outputs[0];
+  const int64_t axis = c.attrs.axis;
+  Strides istrides(static_cast<size_t>(out.dim()), 0);
+  istrides[axis] = c.inputs[1].strides()[0];
+  check_bounds(c.inputs[1], c.inputs[0].size(axis), "index_select", axis);
+  return detail::make_tensor(c.inputs[1].storage(), out.shape(), istrides, c.inputs[1].offset(), c.inputs[1].dtype());
+}
+
+}  // namespace tessera::backend_common

@@ -1,0 +1,80 @@
+#pragma once
+// Helpers shared by the Kokkos kernel files. Kernels run on Kokkos::DefaultExecutionSpace and
+// read tensor memory through raw pointers in its memory space. Flat loops use RangePolicy;
+// row-wise kernels use one team per row with TeamThreadRange loops and team reductions, so
+// they are correct for any team size (1 on Serial, hundreds of threads on CUDA/HIP).
+#include <Kokkos_Core.hpp>
+
+#include "../common/dtype_dispatch.h"
+#include "../common/indexer.h"
+#include "tessera/backend/kernel.h"
+#include "tessera/kernels/half.h"
+#include "tessera/tensor.h"
+
+namespace tessera::kokkos {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+using TeamPolicy = Kokkos::TeamPolicy<Exec, Kokkos::IndexType<int64_t>>;
+using Team = TeamPolicy::member_type;
+using backend_common::Indexer;
+using backend_common::make_indexer;
+using tessera::compute_t;
+// Math functions moved from Kokkos::Experimental (3.x) to Kokkos (3.6+).
+#if KOKKOS_VERSION >= 30600
+namespace kmath = ::Kokkos;
+#else
+namespace kmath = ::Kokkos::Experimental;
+#endif
+
+template <class T> T* ptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
+template <class T> const T* opt(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr; }
+
+/** parallel_for over [0, n); the label names the op in Kokkos tools/profilers. */
+template <class F> void for_n(const char* label, int64_t n, const F& f) {
+  if (n <= 0) return;
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int64_t>>(0, n), f);
+}
+
+/** One team per row (league size `rows`), team size chosen by Kokkos. */
+inline TeamPolicy rows_policy(int64_t rows) { return TeamPolicy(rows, Kokkos::AUTO); }
+
+/**
+ * A Kokkos reducer over one of the core/kernels reduction functors (SumReducer, ...), so team
+ * reductions merge partial results exactly as the other backends do. Both join overloads are
+ * given: Kokkos 3.x calls the volatile one, 4.x the plain one.
+ */
+template <class Op> struct FunctorReducer {
+  using reducer = FunctorReducer;
+  using value_type = typename Op::Acc;
+  using result_view_type = Kokkos::View<value_type, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  value_type* value;
+  KOKKOS_INLINE_FUNCTION explicit FunctorReducer(value_type& v) : value(&v) {}
+  KOKKOS_INLINE_FUNCTION void join(value_type& dest, const value_type& src) const { dest = Op::merge(dest, src); }
+  KOKKOS_INLINE_FUNCTION void join(volatile value_type& dest, const volatile value_type& src) const {
+    const value_type a = dest, b = src;
+    dest = Op::merge(a, b);
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = Op::init(); }
+  KOKKOS_INLINE_FUNCTION value_type& reference() const { return *value; }
+  KOKKOS_INLINE_FUNCTION result_view_type view() const { return result_view_type(value); }
+  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
+};
+
+/** Sum of f(i) for i in [0, n) across the team; every team member gets the result. */
+template <class F> KOKKOS_INLINE_FUNCTION double team_sum(const Team& team, int64_t n, const F& f) {
+  double s = 0;
+  Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, n), [&](int64_t i, double& acc) { acc += f(i); }, s);
+  return s;
+}
+
+/** Loads element i of p as double through the type's compute type. */
+template <class T> KOKKOS_INLINE_FUNCTION double ld(const T* p, int64_t i) { return static_cast<double>(static_cast<compute_t<T>>(p[i])); }
+
+// Kernel families (one file each); register.cpp installs them all.
+void register_elementwise(KernelTable& table);
+void register_reductions(KernelTable& table);
+void register_linalg(KernelTable& table);
+void register_nn(KernelTable& table);
+
+}  // namespace tessera::kokkos

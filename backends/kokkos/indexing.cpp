@@ -1,0 +1,76 @@
+// index_select and gather (one iteration per output element, bounds checked on the host
+// first) and scatter_add (Kokkos atomics: duplicate indices accumulate; the order of float
+// additions is unspecified with real parallelism).
+#include "../common/index_views.h"
+#include "common.h"
+
+namespace tessera::kokkos {
+namespace {
+using backend_common::along_axis_view;
+using backend_common::check_bounds;
+using backend_common::dispatch_index;
+
+void gather_into(Tensor& out, const Tensor& x, const Tensor& index, int64_t axis, const char* op, bool checked) {
+  if (!checked) check_bounds(index, x.dim() ? x.size(axis) : 1, op, axis);
+  int64_t axis_stride = 0;
+  const Tensor xview = along_axis_view(x, out.shape(), axis, axis_stride);
+  backend_common::dispatch_all(x.dtype(), op, [&]<class T>() {
+    dispatch_index(index.dtype(), [&]<class I>() {
+      T* o = ptr<T>(out);
+      const I* idx = ptr<const I>(index);
+      const T* src = ptr<const T>(xview);
+      const auto ix = make_indexer<3>(out.shape(), {&out, &index, &xview});
+      for_n(op, out.numel(), KOKKOS_LAMBDA(int64_t i) {
+        int64_t off[3];
+        ix.offsets(i, off);
+        o[off[0]] = src[off[2] + static_cast<int64_t>(idx[off[1]]) * axis_stride];
+      });
+    });
+  });
+}
+
+void index_select_op(const KernelCall& c) {
+  const Tensor idx = backend_common::index_select_as_gather(c);
+  gather_into(c.outputs[0], c.inputs[0], idx, c.attrs.axis, "index_select", true);
+}
+
+void gather_op(const KernelCall& c) { gather_into(c.outputs[0], c.inputs[0], c.inputs[1], c.attrs.axis, "gather", false); }
+
+void scatter_add_op(const KernelCall& c) {
+  const Tensor& index = c.inputs[0];
+  const Tensor& src = c.inputs[1];
+  Tensor& x = c.outputs[0];
+  const int64_t axis = c.attrs.axis;
+  check_bounds(index, x.dim() ? x.size(axis) : 1, "scatter_add", axis);
+  int64_t axis_stride = 0;
+  const Tensor xview = along_axis_view(x, index.shape(), axis, axis_stride);
+  auto run = [&]<class T>() {
+    dispatch_index(index.dtype(), [&]<class I>() {
+      T* dst = ptr<T>(xview);
+      const I* idx = ptr<const I>(index);
+      const T* s = ptr<const T>(src);
+      const auto ix = make_indexer<3>(index.shape(), {&xview, &index, &src});
+      for_n("scatter_add", index.numel(), KOKKOS_LAMBDA(int64_t i) {
+        int64_t off[3];
+        ix.offsets(i, off);
+        Kokkos::atomic_add(dst + off[0] + static_cast<int64_t>(idx[off[1]]) * axis_stride, s[off[2]]);
+      });
+    });
+  };
+  switch (x.dtype()) {
+    case DType::f32: run.template operator()<float>(); break;
+    case DType::f64: run.template operator()<double>(); break;
+    case DType::i32: run.template operator()<int32_t>(); break;
+    case DType::i64: run.template operator()<int64_t>(); break;
+    default: throw Error(detail::concat("scatter_add: dtype ", x.dtype(), " is not supported by the kokkos kernels"));
+  }
+}
+}  // namespace
+
+void register_indexing(KernelTable& table) {
+  table[OpId::IndexSelect] = &index_select_op;
+  table[OpId::Gather] = &gather_op;
+  table[OpId::ScatterAdd] = &scatter_add_op;
+}
+
+}  // namespace tessera::kokkos

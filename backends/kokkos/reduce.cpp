@@ -1,0 +1,125 @@
+// Reductions, arg-reductions, cumsum and softmax over [rows, len] row layouts
+// (backends/common/row_layout.h). A team reduces each row with the shared core/kernels
+// reducers, so results are deterministic for a given shape and team size.
+#include <cmath>
+
+#include "../common/row_layout.h"
+#include "common.h"
+#include "tessera/kernels/reduce.h"
+
+namespace tessera::kokkos {
+namespace {
+using backend_common::along_axis;
+using backend_common::as_rows;
+
+template <class Op, class T> void reduce_rows(const char* name, int64_t rows, int64_t len, const T* in, T* out) {
+  if (rows <= 0) return;
+  Kokkos::parallel_for(name, rows_policy(rows), KOKKOS_LAMBDA(const Team& team) {
+    const int64_t r = team.league_rank();
+    typename Op::Acc acc = Op::init();
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, len), [&](int64_t j, typename Op::Acc& a) { a = Op::step(a, in[r * len + j]); },
+        FunctorReducer<Op>(acc));
+    Kokkos::single(Kokkos::PerTeam(team), [&] { out[r] = Op::finish(acc); });
+  });
+}
+
+template <template <class> class Op> void reduce_op(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  Tensor& out = c.outputs[0];
+  std::vector<int64_t> order;
+  const Tensor rows = as_rows(x, c.attrs.axes, order);
+  const int64_t nrows = out.numel(), len = x.numel() ? numel(x.shape()) / std::max<int64_t>(nrows, 1) : 0;
+  auto run = [&]<class T>() { reduce_rows<Op<T>>(op_name(c.op).data(), nrows, len, ptr<const T>(rows), ptr<T>(out)); };
+  if constexpr (std::is_same_v<Op<float>, kernels::MaxReducer<float>> || std::is_same_v<Op<float>, kernels::MinReducer<float>>) {
+    backend_common::dispatch_all(x.dtype(), op_name(c.op).data(), run);
+  } else {
+    backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), run);
+  }
+}
+
+// First index of the extreme value; a NaN wins and stops the scan (torch semantics).
+template <bool kMax> void arg_op(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  std::vector<int64_t> order;
+  const Tensor rows = as_rows(x, {c.attrs.axis}, order);
+  backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), [&]<class T>() {
+    const T* in = ptr<const T>(rows);
+    int64_t* out = ptr<int64_t>(c.outputs[0]);
+    const int64_t len = rows.size(1);
+    for_n(op_name(c.op).data(), rows.size(0), KOKKOS_LAMBDA(int64_t r) {
+      using C = compute_t<T>;
+      C best = static_cast<C>(in[r * len]);
+      int64_t bi = 0;
+      for (int64_t j = 1; j < len && best == best; ++j) {
+        const C v = static_cast<C>(in[r * len + j]);
+        if ((kMax ? v > best : v < best) || v != v) best = v, bi = j;
+      }
+      out[r] = bi;
+    });
+  });
+}
+
+void cumsum_op(const KernelCall& c) {
+  backend_common::dispatch_numeric(c.inputs[0].dtype(), "cumsum", [&]<class T>() {
+    along_axis(c, [&](const Tensor& rows, Tensor& res) {
+      const T* in = ptr<const T>(rows);
+      T* out = ptr<T>(res);
+      const int64_t len = rows.size(1);
+      using Sum = kernels::SumReducer<T>;
+      for_n("cumsum", rows.size(0), KOKKOS_LAMBDA(int64_t r) {
+        auto acc = Sum::init();
+        for (int64_t j = 0; j < len; ++j) {
+          acc = Sum::step(acc, in[r * len + j]);
+          out[r * len + j] = Sum::finish(acc);
+        }
+      });
+    });
+  });
+}
+
+// Max that propagates NaN, as a reducer for the softmax shift.
+struct NanMax {
+  using Acc = double;
+  static KOKKOS_INLINE_FUNCTION double init() { return -INFINITY; }
+  static KOKKOS_INLINE_FUNCTION double merge(double a, double b) { return (a != a) ? a : (b != b) ? b : (b > a ? b : a); }
+};
+
+template <bool kLog> void softmax_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.inputs[0].dtype(), op_name(c.op).data(), [&]<class T>() {
+    along_axis(c, [&](const Tensor& rows, Tensor& res) {
+      const T* in = ptr<const T>(rows);
+      T* out = ptr<T>(res);
+      const int64_t len = rows.size(1);
+      if (rows.size(0) == 0) return;
+      Kokkos::parallel_for(op_name(c.op).data(), rows_policy(rows.size(0)), KOKKOS_LAMBDA(const Team& team) {
+        const T* x = in + team.league_rank() * len;
+        T* y = out + team.league_rank() * len;
+        double mx = NanMax::init();
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, len), [&](int64_t j, double& m) { m = NanMax::merge(m, ld(x, j)); }, FunctorReducer<NanMax>(mx));
+        if (mx == INFINITY || mx == -INFINITY) mx = 0;  // all -inf rows: shift by 0, not inf
+        const double s = team_sum(team, len, [&](int64_t j) { return kmath::exp(ld(x, j) - mx); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int64_t j) {
+          const double v = ld(x, j) - mx;
+          y[j] = static_cast<T>(static_cast<compute_t<T>>(kLog ? v - kmath::log(s) : kmath::exp(v) / s));
+        });
+      });
+    });
+  });
+}
+}  // namespace
+
+void register_reductions(KernelTable& table) {
+  table[OpId::Sum] = &reduce_op<kernels::SumReducer>;
+  table[OpId::Prod] = &reduce_op<kernels::ProdReducer>;
+  table[OpId::Max] = &reduce_op<kernels::MaxReducer>;
+  table[OpId::Min] = &reduce_op<kernels::MinReducer>;
+  table[OpId::Argmax] = &arg_op<true>;
+  table[OpId::Argmin] = &arg_op<false>;
+  table[OpId::Cumsum] = &cumsum_op;
+  table[OpId::Softmax] = &softmax_op<false>;
+  table[OpId::LogSoftmax] = &softmax_op<true>;
+}
+
+}  // namespace tessera::kokkos

@@ -1,0 +1,43 @@
+#pragma once
+// One element of a random tensor from its Philox block, shared by the device backends (GPU
+// kernels, Kokkos): element i uses word i % 4 of block i / 4, giving the CPU backend's numbers
+// (normal samples agree to the accuracy of the platform's logf/sinf/cosf).
+#include <cmath>
+#include <cstdint>
+
+#include "convert.h"
+#include "half.h"
+#include "philox.h"
+
+namespace tessera::kernels {
+
+enum class RandomKind { uniform, normal, integer, bernoulli };
+
+/** uniform: [a, b); normal: mean a, std b; integer: [a, b); bernoulli: p = a. */
+template <class T, RandomKind K> TESSERA_HD_INLINE T random_draw(uint64_t seed, uint64_t offset, int64_t i, double a, double b) {
+  const Philox4 w = philox_block(seed, offset, static_cast<uint64_t>(i / 4));
+  const int j = static_cast<int>(i % 4);
+  if constexpr (K == RandomKind::uniform) {
+    using C = compute_t<T>;
+    C v = static_cast<C>(a) + static_cast<C>(b - a) * static_cast<C>(uniform_from_bits(w.v[j]));
+    if (v >= static_cast<C>(b) && b > a) v = static_cast<C>(a);
+    return static_cast<T>(v);
+  } else if constexpr (K == RandomKind::normal) {
+    const int pair = j & ~1;
+    const float u1 = 1.0f - uniform_from_bits(w.v[pair]);
+    const float u2 = uniform_from_bits(w.v[pair + 1]);
+    const float r = sqrtf(-2.0f * logf(u1));
+    const float angle = 6.283185307179586f * u2;
+    const float z = (j & 1) ? r * sinf(angle) : r * cosf(angle);
+    return static_cast<T>(static_cast<float>(a) + static_cast<float>(b) * z);
+  } else if constexpr (K == RandomKind::integer) {
+    const uint64_t bits = (static_cast<uint64_t>(w.v[j]) << 32) | w.v[(j + 1) & 3];
+    const auto lo = static_cast<int64_t>(a);
+    const auto range = static_cast<uint64_t>(static_cast<int64_t>(b) - lo);
+    return convert<T, int64_t>(lo + static_cast<int64_t>(bits % range));
+  } else {
+    return convert<T, int>(uniform_from_bits(w.v[j]) < static_cast<float>(a) ? 1 : 0);
+  }
+}
+
+}  // namespace tessera::kernels
