@@ -10,5 +10,7 @@ void add_info_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 /** `tessera train`: trains the MLP or CNN on Fashion-MNIST on a chosen backend. */
 void add_train_command(CLI::App& app);
+/** `tessera bench`: the benchmark suites (perf/). */
+void add_bench_command(CLI::App& app);
 
 }  // namespace tessera::tools

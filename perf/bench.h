@@ -1,0 +1,69 @@
+#pragma once
+// `tessera bench`: the same workloads on every backend in the build, each timed with warm-up
+// and repeated device-synchronised runs (median, min, max), normalised by the hardware's peak
+// and compared with peer libraries measured in the same process, interleaved with the engine
+// (engine, peer, engine, peer, ...) so ratios survive a noisy machine.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/device.h"
+
+namespace tessera::bench {
+
+struct Options {
+  std::vector<std::string> backends;  ///< empty: every backend with a device
+  std::vector<std::string> suites;    ///< empty: all
+  bool quick = false;                 ///< CI smoke: small shapes, few repetitions
+  int threads = 0;                    ///< CPU threads (0: library default)
+  std::string json_path;              ///< write the records here as a JSON array
+};
+
+/** A timed body: one call runs the workload once (the harness synchronises the device). */
+using Body = std::function<void()>;
+
+struct Peer {
+  std::string name;  ///< "openblas", "stream_triad", "libtorch"
+  Body run;
+  double work = 0;   ///< the peer's own FLOPs or bytes when they differ from the case's (0: same work)
+};
+
+struct Case {
+  std::string suite, name, dtype;
+  std::vector<int64_t> shape;
+  double flops = 0;  ///< work per call, for GFLOP/s (0: not a FLOP workload)
+  double bytes = 0;  ///< memory traffic per call, for GB/s (0: not a bandwidth workload)
+  int calls = 1;     ///< calls of the op per run (tiny-op overhead cases loop); times are per call
+  Body run;
+  std::optional<Peer> peer;
+};
+
+struct Record {
+  std::string suite, name, backend, device, dtype;
+  std::vector<int64_t> shape;
+  double median_s = 0, min_s = 0, max_s = 0;
+  double gflops = 0, gbps = 0, pct_of_peak = -1;  // -1: no known peak
+  std::string peer;
+  double peer_median_s = 0, ratio = 0;  // ratio = peer time / engine time (> 1: Tessera faster)
+};
+
+/** Peak FLOP/s and bandwidth of a device; 0 when unknown. */
+struct Peak {
+  std::string source;  ///< how it was obtained ("measured clock x ...", "table: H100 SXM")
+  double f32_gflops = 0, f16_gflops = 0, gbps = 0;
+};
+Peak cpu_peak(int threads);
+Peak device_peak(Device device);
+
+/** The workloads of `suite` on `device` (cases may carry a peer when the device is the CPU). */
+std::vector<Case> make_cases(const std::string& suite, Device device, bool quick, int threads);
+/** Every suite name, in run order. */
+const std::vector<std::string>& suite_names();
+
+/** Runs everything selected; prints a table to stdout; returns the records. */
+std::vector<Record> run(const Options& options);
+/** Writes records as a JSON array (atomically: temp file then rename). */
+void write_json(const std::vector<Record>& records, const std::string& path, const Options& options);
+
+}  // namespace tessera::bench

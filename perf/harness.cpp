@@ -1,0 +1,163 @@
+// Timing, the result table and the JSON records of `tessera bench`.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench.h"
+#include "tessera/backend/backend.h"
+#include "tessera/backend/registry.h"
+#include "tessera/error.h"
+#include "tessera/runtime.h"
+
+namespace tessera::bench {
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Samples {
+  std::vector<double> engine, peer;
+};
+
+// Warm-up, then repetitions until ~0.4 s (quick: 3) have been spent, engine and peer
+// alternating so both see the same machine state.
+Samples time_case(const Case& c, Device dev, bool quick) {
+  Samples s;
+  const auto engine_once = [&] {
+    const double t0 = now_s();
+    c.run();
+    synchronize(dev);
+    return now_s() - t0;
+  };
+  const auto peer_once = [&] {
+    const double t0 = now_s();
+    c.peer->run();
+    return now_s() - t0;
+  };
+  const double warm = engine_once();
+  if (c.peer) peer_once();
+  const int reps = quick ? 3 : static_cast<int>(std::clamp(0.4 / std::max(warm, 1e-6), 5.0, 31.0));
+  for (int r = 0; r < reps; ++r) {
+    s.engine.push_back(engine_once() / c.calls);
+    if (c.peer) s.peer.push_back(peer_once() / c.calls);
+  }
+  return s;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+Record measure(const Case& c, Device dev, const std::string& device_name, const Peak& peak, bool quick) {
+  const Samples s = time_case(c, dev, quick);
+  Record r;
+  r.suite = c.suite, r.name = c.name, r.backend = device_type_name(dev.type), r.device = device_name, r.dtype = c.dtype, r.shape = c.shape;
+  r.median_s = median(s.engine);
+  r.min_s = *std::min_element(s.engine.begin(), s.engine.end());
+  r.max_s = *std::max_element(s.engine.begin(), s.engine.end());
+  const double work = c.flops > 0 ? c.flops : c.bytes;
+  if (c.flops > 0) r.gflops = c.flops / r.median_s * 1e-9;
+  if (c.bytes > 0) r.gbps = c.bytes / r.median_s * 1e-9;
+  const double peak_value = c.flops > 0 ? (c.dtype == "f32" ? peak.f32_gflops : peak.f16_gflops) : peak.gbps;
+  if (peak_value > 0 && (r.gflops > 0 || r.gbps > 0)) r.pct_of_peak = 100.0 * (c.flops > 0 ? r.gflops : r.gbps) / peak_value;
+  if (c.peer) {
+    r.peer = c.peer->name;
+    r.peer_median_s = median(s.peer);
+    // Throughput ratio: equal work gives peer time / engine time; a peer with its own work
+    // (the triad moves 12 bytes per element) is compared by rate.
+    r.ratio = c.peer->work > 0 && work > 0 ? (work / r.median_s) / (c.peer->work / r.peer_median_s) : r.peer_median_s / r.median_s;
+  }
+  return r;
+}
+
+void print_row(const Record& r) {
+  char rate[32] = "", pct[16] = "", peer[48] = "";
+  if (r.gflops > 0) std::snprintf(rate, sizeof rate, "%.1f GF/s", r.gflops);
+  else if (r.gbps > 0) std::snprintf(rate, sizeof rate, "%.1f GB/s", r.gbps);
+  if (r.pct_of_peak >= 0) std::snprintf(pct, sizeof pct, "%.0f%%", r.pct_of_peak);
+  if (!r.peer.empty()) std::snprintf(peer, sizeof peer, "%s %.3g ms  x%.2f", r.peer.c_str(), r.peer_median_s * 1e3, r.ratio);
+  std::printf("%-11s %-18s %-8s %-8s %-18s %10.4f ms  %-13s %-5s %s\n", r.suite.c_str(), r.name.c_str(), r.backend.c_str(), r.dtype.c_str(),
+              shape_text(r.shape).c_str(), r.median_s * 1e3, rate, pct, peer);
+  std::fflush(stdout);
+}
+
+std::vector<Device> selected_devices(const Options& o) {
+  std::vector<Device> devs;
+  for (Backend* b : registered_backends()) {
+    const std::string name = b->name();
+    const bool named = std::find(o.backends.begin(), o.backends.end(), name) != o.backends.end();
+    // The emulator verifies kernels; it is benchmarked only when asked for by name.
+    if (!o.backends.empty() ? !named : name == "emulated") continue;
+    if (b->device_count() == 0) {
+      std::printf("# %s: skipped, no device (%s)\n", name.c_str(), b->unavailable_reason().c_str());
+      continue;
+    }
+    devs.push_back(Device(b->device_type(), 0));
+  }
+  for (const std::string& want : o.backends) {
+    if (!find_backend(Device::parse(want).type)) throw Error(detail::concat("bench: backend '", want, "' is not in this build"));
+  }
+  return devs;
+}
+}  // namespace
+
+std::vector<Record> run(const Options& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const int threads = num_threads();
+  for (const std::string& s : o.suites) {
+    if (std::find(suite_names().begin(), suite_names().end(), s) == suite_names().end()) {
+      throw Error(detail::concat("bench: unknown suite '", s, "'"));
+    }
+  }
+  std::vector<Record> records;
+  for (const Device dev : selected_devices(o)) {
+    const Peak peak = dev.type == DeviceType::cpu ? cpu_peak(threads) : device_peak(dev);
+    const std::string device_name = find_backend(dev.type)->device_info(dev.index).name;
+    std::printf("# %s (%s), %d threads; peak: %s%s\n", dev.str().c_str(), device_name.c_str(), threads, peak.source.c_str(),
+                peak.f32_gflops > 0 ? (" = " + std::to_string(static_cast<int>(peak.f32_gflops)) + " GF/s f32").c_str() : "");
+    for (const std::string& suite : suite_names()) {
+      if (!o.suites.empty() && std::find(o.suites.begin(), o.suites.end(), suite) == o.suites.end()) continue;
+      for (const Case& c : make_cases(suite, dev, o.quick, threads)) {
+        records.push_back(measure(c, dev, device_name, peak, o.quick));
+        print_row(records.back());
+      }
+    }
+  }
+  return records;
+}
+
+void write_json(const std::vector<Record>& records, const std::string& path, const Options& o) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const Record& r : records) {
+    nlohmann::json j{{"suite", r.suite}, {"case", r.name}, {"backend", r.backend}, {"device", r.device}, {"dtype", r.dtype},
+                     {"shape", r.shape}, {"median_s", r.median_s}, {"min_s", r.min_s}, {"max_s", r.max_s},
+                     {"threads", num_threads()}, {"quick", o.quick}};
+    if (r.gflops > 0) j["gflops"] = r.gflops;
+    if (r.gbps > 0) j["gbps"] = r.gbps;
+    j["pct_of_peak"] = r.pct_of_peak >= 0 ? nlohmann::json(r.pct_of_peak) : nlohmann::json(nullptr);
+    j["peer"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.peer);
+    j["peer_median_s"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.peer_median_s);
+    j["ratio"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.ratio);
+    arr.push_back(j);
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f) throw Error(detail::concat("bench: cannot write '", path, "'"));
+    f << arr.dump(1) << "\n";
+    if (!f.flush()) throw Error(detail::concat("bench: writing '", path, "' failed"));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace tessera::bench

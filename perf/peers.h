@@ -1,0 +1,22 @@
+#pragma once
+// Peer implementations for `tessera bench`, each compiled only when its library was found
+// (TESSERA_PERF_PEERS): OpenBLAS sgemm, a STREAM-triad loop (always), libtorch (Debian 1.13).
+#include <optional>
+
+#include "bench.h"
+
+namespace tessera::bench::peers {
+
+/** C = A B with cblas_sgemm (row-major, m x k times k x n) on `threads` threads. */
+std::optional<Peer> openblas_sgemm(int64_t m, int64_t n, int64_t k, int threads);
+/** a[i] = b[i] + s * c[i] over n floats, split over `threads` threads (the bandwidth bar). */
+Peer stream_triad(int64_t n, int threads);
+
+bool have_torch();
+/** libtorch peers, run with `threads` intra-op threads and OpenBLAS pinned to one thread. */
+std::optional<Peer> torch_mlp_step(int64_t batch, int threads);
+std::optional<Peer> torch_cnn_step(int64_t batch, int threads);
+std::optional<Peer> torch_conv2d(int64_t n, int64_t c, int64_t h, int64_t o, bool backward, int threads);
+std::optional<Peer> torch_add_1elem(int calls, int threads);
+
+}  // namespace tessera::bench::peers

@@ -1,0 +1,172 @@
+// The workloads of `tessera bench`, written once against the public API and run on any
+// device. Shapes follow the issue: square GEMMs and the MLP's layer shapes, bandwidth-bound
+// elementwise ops, reductions, softmax, layer_norm, the CNN's second convolution, pooling,
+// embedding, the fused Adam update, whole MLP and CNN training steps and tiny-op overhead.
+#include <algorithm>
+#include <memory>
+
+#include "bench.h"
+#include "peers.h"
+#include "tessera/nn/models.h"
+#include "tessera/nn/optim.h"
+#include "tessera/tessera.h"
+
+namespace tessera::bench {
+namespace {
+
+struct Ctx {
+  Device dev;
+  bool quick, on_cpu;
+  int threads;
+};
+
+template <class... T> std::shared_ptr<std::vector<Tensor>> keep(T... ts) { return std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{ts...}); }
+
+void gemm_cases(const Ctx& c, std::vector<Case>& out) {
+  std::vector<int64_t> sizes = c.quick ? std::vector<int64_t>{256} : std::vector<int64_t>{256, 512, 1024, 2048};
+  if (!c.quick && c.dev.type != DeviceType::kokkos) sizes.push_back(4096);
+  for (int64_t n : sizes) {
+    auto t = keep(randn({n, n}, DType::f32, c.dev), randn({n, n}, DType::f32, c.dev));
+    Case k{"gemm", "matmul", "f32", {n, n, n}, 2.0 * n * n * n, 0, 1, [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt};
+    if (c.on_cpu) k.peer = peers::openblas_sgemm(n, n, n, c.threads);
+    out.push_back(k);
+  }
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int64_t n : c.quick ? std::vector<int64_t>{128} : std::vector<int64_t>{512, 1024}) {
+      auto t = keep(randn({n, n}, dt, c.dev), randn({n, n}, dt, c.dev));
+      out.push_back({"gemm", "matmul", std::string(dt == DType::bf16 ? "bf16" : "f16"), {n, n, n}, 2.0 * n * n * n, 0, 1, [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt});
+    }
+  }
+  // The MLP's layers (batch 128): linear with the fused bias + ReLU epilogue.
+  for (auto [in, outf] : {std::pair<int64_t, int64_t>{784, 256}, {256, 128}, {128, 10}}) {
+    const int64_t b = 128;
+    auto t = keep(randn({b, in}, DType::f32, c.dev), randn({outf, in}, DType::f32, c.dev), randn({outf}, DType::f32, c.dev));
+    Case k{"gemm", "mlp_linear_relu", "f32", {b, outf, in}, 2.0 * b * in * outf, 0, 1,
+           [t] { (void)linear((*t)[0], (*t)[1], (*t)[2], Activation::relu); }, std::nullopt};
+    if (c.on_cpu) k.peer = peers::openblas_sgemm(b, outf, in, c.threads);
+    out.push_back(k);
+  }
+}
+
+void elementwise_cases(const Ctx& c, std::vector<Case>& out) {
+  const int64_t n = c.quick ? (1 << 20) : (16 << 20), cols = 4096, rows = n / cols;
+  auto t = keep(rand({n}, DType::f32, c.dev), rand({n}, DType::f32, c.dev), rand({rows, cols}, DType::f32, c.dev),
+                rand({cols}, DType::f32, c.dev));
+  const double f = static_cast<double>(n) * 4;
+  auto triad = [&] { return c.on_cpu ? std::optional<Peer>(peers::stream_triad(n, c.threads)) : std::nullopt; };
+  out.push_back({"elementwise", "add", "f32", {n}, 0, 3 * f, 1, [t] { (void)add((*t)[0], (*t)[1]); }, triad()});
+  out.push_back({"elementwise", "mul", "f32", {n}, 0, 3 * f, 1, [t] { (void)mul((*t)[0], (*t)[1]); }, triad()});
+  out.push_back({"elementwise", "exp", "f32", {n}, 0, 2 * f, 1, [t] { (void)exp((*t)[0]); }, triad()});
+  out.push_back({"elementwise", "add_broadcast_row", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)add((*t)[2], (*t)[3]); }, triad()});
+  // bias + GELU as the two ops a model runs (bytes counted once: what a fused kernel would move).
+  out.push_back({"elementwise", "bias_gelu", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)gelu(add((*t)[2], (*t)[3])); }, triad()});
+}
+
+void reduction_cases(const Ctx& c, std::vector<Case>& out) {
+  const int64_t n = c.quick ? (1 << 20) : (16 << 20), cols = 1024, rows = n / cols;
+  auto t = keep(rand({n}, DType::f32, c.dev), rand({rows, cols}, DType::f32, c.dev));
+  const double f = static_cast<double>(n) * 4;
+  out.push_back({"reduce", "sum_all", "f32", {n}, 0, f, 1, [t] { (void)sum((*t)[0]); }, std::nullopt});
+  out.push_back({"reduce", "sum_rows", "f32", {rows, cols}, 0, f, 1, [t] { (void)sum((*t)[1], {1}); }, std::nullopt});
+  out.push_back({"reduce", "amax_rows", "f32", {rows, cols}, 0, f, 1, [t] { (void)amax((*t)[1], {1}); }, std::nullopt});
+  out.push_back({"softmax", "softmax", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)softmax((*t)[1], -1); }, std::nullopt});
+  out.push_back({"layer_norm", "layer_norm", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)layer_norm((*t)[1], 1); }, std::nullopt});
+}
+
+void conv_cases(const Ctx& c, std::vector<Case>& out) {
+  // The CNN's second convolution: 32 -> 64 channels, 3x3, padding 1, on 14x14 maps.
+  const int64_t b = c.quick ? 8 : 128, ch = 32, h = 14, o = 64;
+  const double flops = 2.0 * b * o * h * h * ch * 9;
+  auto t = keep(randn({b, ch, h, h}, DType::f32, c.dev), randn({o, ch, 3, 3}, DType::f32, c.dev));
+  Case fwd{"conv", "conv2d_fwd", "f32", {b, ch, h, h, o}, flops, 0, 1, [t] { (void)conv2d((*t)[0], (*t)[1], Tensor(), {1, 1}, {1, 1}); },
+           std::nullopt};
+  auto g = keep(randn({b, ch, h, h}, DType::f32, c.dev).set_requires_grad(), randn({o, ch, 3, 3}, DType::f32, c.dev).set_requires_grad());
+  Case bwd{"conv", "conv2d_fwd_bwd", "f32", {b, ch, h, h, o}, 3 * flops, 0, 1,
+           [g] { sum(conv2d((*g)[0], (*g)[1], Tensor(), {1, 1}, {1, 1})).backward(); }, std::nullopt};
+  if (c.on_cpu) fwd.peer = peers::torch_conv2d(b, ch, h, o, false, c.threads), bwd.peer = peers::torch_conv2d(b, ch, h, o, true, c.threads);
+  out.push_back(fwd);
+  out.push_back(bwd);
+  const int64_t pb = c.quick ? 8 : 128;
+  auto p = keep(randn({pb, 32, 28, 28}, DType::f32, c.dev));
+  out.push_back({"pool", "max_pool2d", "f32", {pb, 32, 28, 28}, 0, 4.0 * pb * 32 * 28 * 28 * 1.25, 1,
+                 [p] { (void)max_pool2d((*p)[0], {2, 2}); }, std::nullopt});
+}
+
+void memory_op_cases(const Ctx& c, std::vector<Case>& out) {
+  const int64_t vocab = c.quick ? 4096 : 50000, dim = 256, lookups = c.quick ? 512 : 4096;
+  auto e = keep(randn({vocab, dim}, DType::f32, c.dev), randint(0, vocab, {lookups}, DType::i64, c.dev));
+  out.push_back({"gather", "embedding", "f32", {vocab, dim, lookups}, 0, 2.0 * lookups * dim * 4, 1,
+                 [e] { (void)embedding((*e)[0], (*e)[1]); }, std::nullopt});
+  const int64_t n = c.quick ? (1 << 16) : (1 << 22);
+  auto a = keep(randn({n}, DType::f32, c.dev), randn({n}, DType::f32, c.dev), zeros({n}, DType::f32, c.dev), zeros({n}, DType::f32, c.dev));
+  OptimizerAttrs attrs;
+  attrs.lr = 1e-3;
+  out.push_back({"adam", "adam_update", "f32", {n}, 0, 7.0 * n * 4, 1,
+                 [a, attrs] { adam_update_((*a)[0], (*a)[1], (*a)[2], (*a)[3], attrs); }, std::nullopt});
+}
+
+struct TrainStep {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<nn::Adam> opt;
+  Tensor x, y;
+  void step() {
+    opt->zero_grad();
+    cross_entropy(model->forward(x), y).backward();
+    opt->step();
+  }
+};
+
+Body train_body(std::shared_ptr<nn::Sequential> model, int64_t batch, Device dev) {
+  auto s = std::make_shared<TrainStep>();
+  s->model = std::move(model);
+  nn::OptimOptions o;
+  o.lr = 1e-3;
+  s->opt = std::make_unique<nn::Adam>(s->model->parameters(), o);
+  s->x = randn({batch, 1, 28, 28}, DType::f32, dev);
+  s->y = randint(0, 10, {batch}, DType::i64, dev);
+  return [s] { s->step(); };
+}
+
+void train_cases(const Ctx& c, std::vector<Case>& out) {
+  const int64_t b = 128, cb = c.quick ? 16 : 128;
+  const double mlp_flops = 3.0 * 2 * b * (784 * 256 + 256 * 128 + 128 * 10);
+  Case mlp{"train", "mlp_step", "f32", {b, 784, 256, 128, 10}, mlp_flops, 0, 1, train_body(nn::make_mlp({DType::f32, c.dev}), b, c.dev),
+           std::nullopt};
+  Case cnn{"train", "cnn_step", "f32", {cb, 1, 28, 28}, 0, 0, 1, train_body(nn::make_cnn({DType::f32, c.dev}), cb, c.dev), std::nullopt};
+  if (c.on_cpu) mlp.peer = peers::torch_mlp_step(b, c.threads), cnn.peer = peers::torch_cnn_step(cb, c.threads);
+  out.push_back(mlp);
+  out.push_back(cnn);
+}
+
+void overhead_cases(const Ctx& c, std::vector<Case>& out) {
+  const int calls = c.quick ? 200 : 2000;
+  auto t = keep(ones({1}, DType::f32, c.dev), ones({1}, DType::f32, c.dev));
+  Case k{"overhead", "add_1elem", "f32", {1}, 0, 0, calls, [t, calls] {
+           for (int i = 0; i < calls; ++i) (void)add((*t)[0], (*t)[1]);
+         },
+         std::nullopt};
+  if (c.on_cpu) k.peer = peers::torch_add_1elem(calls, c.threads);
+  out.push_back(k);
+}
+}  // namespace
+
+const std::vector<std::string>& suite_names() {
+  static const std::vector<std::string> names{"gemm", "elementwise", "reduce", "conv", "memory", "train", "overhead"};
+  return names;
+}
+
+std::vector<Case> make_cases(const std::string& suite, Device device, bool quick, int threads) {
+  const Ctx c{device, quick, device.type == DeviceType::cpu, threads};
+  std::vector<Case> out;
+  if (suite == "gemm") gemm_cases(c, out);
+  else if (suite == "elementwise") elementwise_cases(c, out);
+  else if (suite == "reduce") reduction_cases(c, out);
+  else if (suite == "conv") conv_cases(c, out);
+  else if (suite == "memory") memory_op_cases(c, out);
+  else if (suite == "train") train_cases(c, out);
+  else if (suite == "overhead") overhead_cases(c, out);
+  else throw Error(detail::concat("bench: unknown suite '", suite, "' (known: gemm, elementwise, reduce, conv, memory, train, overhead)"));
+  return out;
+}
+
+}  // namespace tessera::bench
