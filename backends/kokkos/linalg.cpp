@@ -3,11 +3,15 @@
 // and B in team scratch memory between team barriers. Rows of the tile go to team threads and
 // columns to vector lanes, so the same code runs with team size 1 (Serial) and with real
 // teams on GPUs. Operands are read through loader functors: matmul reads strided matrices,
-// convolution reads the implicit im2col matrix (backends/common/nn_geometry.h).
+// convolution reads the implicit im2col matrix (backends/common/nn_geometry.h). 2-D float
+// matmuls go to KokkosBlas::gemm instead when Kokkos Kernels was found.
 #include "../common/nn_geometry.h"
 #include "common.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/convert.h"
+#ifdef TESSERA_HAVE_KOKKOS_KERNELS
+#include <KokkosBlas3_gemm.hpp>
+#endif
 
 namespace tessera::kokkos {
 namespace {
@@ -95,10 +99,34 @@ template <class T> void run_gemm(const char* name, const T* a, const T* b, T* c,
   });
 }
 
+#ifdef TESSERA_HAVE_KOKKOS_KERNELS
+// 2-D f32/f64 products through KokkosBlas::gemm (Kokkos Kernels: vendor BLAS where it has a
+// TPL, its own kernels otherwise); strided operands are passed as LayoutStride views. Empty
+// K is left to the team kernel: KokkosBlas returns without writing C when K is 0.
+bool kokkos_blas_matmul(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (out.dim() != 2 || a.size(1) == 0 || out.numel() == 0 || !(a.dtype() == DType::f32 || a.dtype() == DType::f64)) return false;
+  const auto run = [&]<class T>() {
+    using In = Kokkos::View<const T**, Kokkos::LayoutStride, Mem, Kokkos::MemoryUnmanaged>;
+    using Out = Kokkos::View<T**, Kokkos::LayoutStride, Mem, Kokkos::MemoryUnmanaged>;
+    const auto layout = [](const Tensor& t) {
+      return Kokkos::LayoutStride(static_cast<size_t>(t.size(0)), static_cast<size_t>(t.strides()[0]), static_cast<size_t>(t.size(1)),
+                                  static_cast<size_t>(t.strides()[1]));
+    };
+    KokkosBlas::gemm("N", "N", T(1), In(ptr<const T>(a), layout(a)), In(ptr<const T>(b), layout(b)), T(0), Out(ptr<T>(out), layout(out)));
+  };
+  if (a.dtype() == DType::f32) run.template operator()<float>();
+  else run.template operator()<double>();
+  return true;
+}
+#endif
+
 void matmul_op(const KernelCall& call) {
   const Tensor& a = call.inputs[0];
   const Tensor& b = call.inputs[1];
   Tensor& out = call.outputs[0];
+#ifdef TESSERA_HAVE_KOKKOS_KERNELS
+  if (kokkos_blas_matmul(a, b, out)) return;
+#endif
   const int64_t r = out.dim();
   MatmulArgs g{};
   g.ars = a.strides()[r - 2], g.acs = a.strides()[r - 1], g.brs = b.strides()[r - 2], g.bcs = b.strides()[r - 1];
