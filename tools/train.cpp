@@ -29,9 +29,13 @@ Device pick_device(const std::string& backend) {
     backend_for_device(d, "train");  // throws with the reason when unavailable
     return d;
   }
-  // Best available: GPUs first, then Kokkos, then the CPU (the emulator is never automatic).
+  // Best available: GPUs first, then a Kokkos built for a GPU, then the CPU backend (a
+  // host-memory Kokkos such as Serial or OpenMP is slower than it; the emulator is never
+  // automatic).
   for (DeviceType t : {DeviceType::cuda, DeviceType::hip, DeviceType::kokkos}) {
-    if (Backend* b = find_backend(t); b && b->device_count() > 0) return Device(t, 0);
+    Backend* b = find_backend(t);
+    if (!b || b->device_count() == 0 || (t == DeviceType::kokkos && b->host_accessible())) continue;
+    return Device(t, 0);
   }
   return kCPU;
 }

@@ -32,35 +32,54 @@ float load(const void* base, DType dt, int64_t index) {
   }
 }
 
-// A[i0:i0+mc, p0:p0+kc] -> panels of kMR rows: panel[k * kMR + r], zero-padded.
-void pack_a(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
-  for (int64_t ip = 0; ip < mc; ip += kMR) {
-    const int64_t rows = std::min(kMR, mc - ip);
-    for (int64_t k = 0; k < kc; ++k) {
-      for (int64_t r = 0; r < kMR; ++r) {
-        dst[k * kMR + r] = r < rows ? load(a.data, a.dtype, (i0 + ip + r) * a.row_stride + (p0 + k) * a.col_stride) : 0.0f;
-      }
-    }
-    dst += kc * kMR;
+// Runs f with the operand's data as a typed pointer, so the packing loops below are compiled
+// once per element type instead of switching on the dtype per element.
+template <class F> void with_typed(const GemmOperand& op, F&& f) {
+  switch (op.dtype) {
+    case DType::f16: f(static_cast<const Half*>(op.data)); return;
+    case DType::bf16: f(static_cast<const BFloat16*>(op.data)); return;
+    default: f(static_cast<const float*>(op.data)); return;
   }
 }
 
-// B[p0:p0+kc, j0:j0+nc] -> panels of kNR columns: panel[k * kNR + c], zero-padded.
-void pack_b(const GemmOperand& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
-  for (int64_t jp = 0; jp < nc; jp += kNR) {
-    const int64_t cols = std::min(kNR, nc - jp);
-    float* panel = dst + (jp / kNR) * kc * kNR;
-    for (int64_t k = 0; k < kc; ++k) {
-      const int64_t row = (p0 + k) * b.row_stride;
-      if (b.dtype == DType::f32 && b.col_stride == 1 && cols == kNR) {
-        std::memcpy(panel + k * kNR, static_cast<const float*>(b.data) + row + j0 + jp, kNR * sizeof(float));
-        continue;
-      }
-      for (int64_t c = 0; c < kNR; ++c) {
-        panel[k * kNR + c] = c < cols ? load(b.data, b.dtype, row + (j0 + jp + c) * b.col_stride) : 0.0f;
+// A[i0:i0+mc, p0:p0+kc] -> panels of kMR rows: panel[k * kMR + r], zero-padded.
+void pack_a(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  with_typed(a, [&](const auto* src) {
+    const int64_t rs = a.row_stride, cs = a.col_stride;
+    for (int64_t ip = 0; ip < mc; ip += kMR, dst += kc * kMR) {
+      const int64_t rows = std::min(kMR, mc - ip);
+      const auto* base = src + (i0 + ip) * rs + p0 * cs;
+      if (rows < kMR) std::fill(dst, dst + kc * kMR, 0.0f);
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto* row = base + r * rs;
+        for (int64_t k = 0; k < kc; ++k) dst[k * kMR + r] = static_cast<float>(row[k * cs]);
       }
     }
-  }
+  });
+}
+
+// B[p0:p0+kc, j0:j0+nc] -> panels of kNR columns: panel[k * kNR + c], zero-padded. Row-major B
+// copies 16-wide rows; a transposed B (a weight read as w^T) walks each column contiguously.
+void pack_b(const GemmOperand& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  with_typed(b, [&](const auto* src) {
+    const int64_t rs = b.row_stride, cs = b.col_stride;
+    for (int64_t jp = 0; jp < nc; jp += kNR) {
+      const int64_t cols = std::min(kNR, nc - jp);
+      float* panel = dst + (jp / kNR) * kc * kNR;
+      const auto* base = src + p0 * rs + (j0 + jp) * cs;
+      if (cols < kNR) std::fill(panel, panel + kc * kNR, 0.0f);
+      if (cs == 1) {
+        for (int64_t k = 0; k < kc; ++k) {
+          for (int64_t c = 0; c < cols; ++c) panel[k * kNR + c] = static_cast<float>(base[k * rs + c]);
+        }
+      } else {
+        for (int64_t c = 0; c < cols; ++c) {
+          const auto* col = base + c * cs;
+          for (int64_t k = 0; k < kc; ++k) panel[k * kNR + c] = static_cast<float>(col[k * rs]);
+        }
+      }
+    }
+  });
 }
 
 // c[kMR x kNR] (row stride ldc) = (accumulate ? c : 0) + a_panel . b_panel
@@ -127,6 +146,72 @@ void epilogue_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0
     }
   }
 }
+
+// One slab's contribution to C[i0:i1, j0:j1]: the micro-kernel over every (kMR, kNR) tile, edge
+// tiles through a scratch tile; the epilogue runs on a tile after the last slab, while it is
+// still in cache. a_at(i) / b_at(j) give the packed panels of row i and column j.
+template <class APanel, class BPanel>
+void run_tiles(int64_t kc, int64_t m, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64_t j1, const APanel& a_at,
+               const BPanel& b_at, float* c, int64_t ldc, bool first, bool last, const GemmEpilogue& epilogue) {
+  float edge[kMR * kNR];
+  for (int64_t j = j0; j < j1; j += kNR) {
+    const float* bp = b_at(j);
+    const int64_t cols = std::min(kNR, n - j);
+    for (int64_t i = i0; i < i1; i += kMR) {
+      const float* ap = a_at(i);
+      const int64_t rows = std::min(kMR, m - i);
+      float* ct = c + i * ldc + j;
+      if (rows == kMR && cols == kNR) {
+        micro_kernel(kc, ap, bp, ct, ldc, !first);
+      } else {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t q = 0; q < cols; ++q) edge[r * kNR + q] = first ? 0.0f : ct[r * ldc + q];
+        }
+        micro_kernel(kc, ap, bp, edge, kNR, true);
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(ct + r * ldc, edge + r * kNR, static_cast<size_t>(cols) * sizeof(float));
+      }
+      if (last) epilogue_tile(ct, ldc, rows, cols, j, epilogue);
+    }
+  }
+}
+
+// Small A (the training shapes: batch-sized M): A is packed whole, for every slab, in one
+// parallel pass; then each task owns a block of columns, packs its B panels slab by slab into
+// its own buffer and runs all row tiles. Two fork-joins per call instead of three per slab,
+// and B is packed by the thread that uses it.
+constexpr int64_t kSmallPackedA = 256 * 1024;  // floats of packed A (1 MiB) for this path
+constexpr int64_t kSmallNCols = 64;            // columns per task (4 panels)
+
+void sgemm_small(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc,
+                 const GemmEpilogue& epilogue, bool parallel) {
+  const int64_t m_pad = (m + kMR - 1) / kMR * kMR, slabs = (k + kKC - 1) / kKC, row_blocks = (m + kMC - 1) / kMC;
+  thread_local std::vector<float> packed_a;
+  packed_a.resize(static_cast<size_t>(m_pad * k));
+  float* pa = packed_a.data();  // slab s starts at pa + m_pad * s * kKC
+  parallel_for(slabs * row_blocks, parallel ? 1 : (1 << 30), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t p0 = (t / row_blocks) * kKC, i0 = (t % row_blocks) * kMC, kc = std::min(kKC, k - p0);
+      pack_a(a, i0, std::min(kMC, m - i0), p0, kc, pa + m_pad * p0 + i0 * kc);
+    }
+  });
+  const int64_t col_blocks = (n + kSmallNCols - 1) / kSmallNCols;
+  parallel_for(col_blocks, parallel ? 1 : col_blocks + 1, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> packed_b;
+    packed_b.resize(static_cast<size_t>(kKC * kSmallNCols));
+    float* pb = packed_b.data();
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t j0 = blk * kSmallNCols, j1 = std::min(n, j0 + kSmallNCols);
+      for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+        const int64_t kc = std::min(kKC, k - p0);
+        pack_b(b, p0, kc, j0, j1 - j0, pb);
+        const float* pa_slab = pa + m_pad * p0;
+        run_tiles(
+            kc, m, n, 0, m, j0, j1, [&](int64_t i) { return pa_slab + i * kc; }, [&](int64_t j) { return pb + (j - j0) * kc; }, c,
+            ldc, p0 == 0, p0 + kc == k, epilogue);
+      }
+    }
+  });
+}
 }  // namespace
 
 void dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_t acs, const double* b, int64_t brs,
@@ -162,6 +247,10 @@ void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOper
     return;
   }
   const int64_t m_pad = (m + kMR - 1) / kMR * kMR, n_pad = (n + kNR - 1) / kNR * kNR;
+  if (m_pad * k <= kSmallPackedA) {
+    sgemm_small(m, n, k, a, b, c, ldc, epilogue, parallel);
+    return;
+  }
   // Thread-local scratch: reused across calls so steady-state GEMMs do not allocate.
   thread_local std::vector<float> packed_a, packed_b;
   const int64_t kc_max = std::min(k, kKC);
@@ -189,29 +278,11 @@ void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOper
       }
     });
     parallel_for(row_blocks * col_blocks, work_grain, [&](int64_t t0, int64_t t1) {
-      float edge[kMR * kNR];
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t i0 = (t / col_blocks) * kMC, j0 = (t % col_blocks) * kNCols;
-        const int64_t i1 = std::min(m, i0 + kMC), j1 = std::min(n, j0 + kNCols);
-        for (int64_t j = j0; j < j1; j += kNR) {
-          const float* bp = pb + j * kc;
-          const int64_t cols = std::min(kNR, n - j);
-          for (int64_t i = i0; i < i1; i += kMR) {
-            const float* ap = pa + i * kc;
-            const int64_t rows = std::min(kMR, m - i);
-            float* ct = c + i * ldc + j;
-            if (rows == kMR && cols == kNR) {
-              micro_kernel(kc, ap, bp, ct, ldc, !first);
-            } else {  // edge tile: compute into a full scratch tile, copy the valid part
-              for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t q = 0; q < cols; ++q) edge[r * kNR + q] = first ? 0.0f : ct[r * ldc + q];
-              }
-              micro_kernel(kc, ap, bp, edge, kNR, true);
-              for (int64_t r = 0; r < rows; ++r) std::memcpy(ct + r * ldc, edge + r * kNR, static_cast<size_t>(cols) * sizeof(float));
-            }
-            if (last) epilogue_tile(ct, ldc, rows, cols, j, epilogue);
-          }
-        }
+        run_tiles(
+            kc, m, n, i0, std::min(m, i0 + kMC), j0, std::min(n, j0 + kNCols), [&](int64_t i) { return pa + i * kc; },
+            [&](int64_t j) { return pb + j * kc; }, c, ldc, first, last, epilogue);
       }
     });
   }

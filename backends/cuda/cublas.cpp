@@ -1,20 +1,16 @@
 // cuBLAS for matmul and linear on the CUDA backend (the default; TESSERA_CUDA_GEMM=tessera
-// selects Tessera's own GEMM kernel for comparison). Row-major operands are passed as the
-// column-major product C^T = B^T A^T; layouts cuBLAS cannot express (no unit stride inside a
-// matrix, batch axes that do not flatten to one stride, sizes beyond int) fall back to the
-// own kernel.
+// selects Tessera's own GEMM kernel for comparison). linear tries cuBLASLt with the bias and
+// activation fused into the epilogue first (cublaslt.cpp), then cuBLAS plus Tessera's
+// epilogue kernel. Layout handling is shared with rocBLAS in backends/gpu/vendor_blas.h.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
-#include "../common/strided_loop.h"
-#include "tessera/backend/kernel.h"
-#include "tessera/tensor.h"
+#include "../gpu/vendor_blas.h"
 
 namespace tessera {
 namespace gpu::cuda {
@@ -22,6 +18,8 @@ void bias_activation(Tensor& out, const Tensor& bias, Activation act);  // backe
 }
 
 namespace cublas {
+bool cublaslt_linear(const KernelCall& call);  // cublaslt.cpp
+
 namespace {
 
 KernelFn g_own_matmul = nullptr, g_own_linear = nullptr;
@@ -42,18 +40,6 @@ cublasHandle_t handle(int device) {
   return handles[device];
 }
 
-// A row-major [rows, cols] operand with strides (rs, cs), seen as the column-major transpose.
-struct Operand {
-  cublasOperation_t op = CUBLAS_OP_N;
-  int64_t ld = 0;
-  bool ok = false;
-};
-Operand operand(int64_t rs, int64_t cs, int64_t rows, int64_t cols) {
-  if (cs == 1 && (rows == 1 || rs >= cols)) return {CUBLAS_OP_N, std::max<int64_t>({rs, cols, 1}), true};
-  if (rs == 1 && (cols == 1 || cs >= rows)) return {CUBLAS_OP_T, std::max<int64_t>({cs, rows, 1}), true};
-  return {};
-}
-
 bool types(DType dt, cudaDataType& data, cublasComputeType_t& compute) {
   switch (dt) {
     case DType::f32: data = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F; return true;
@@ -64,67 +50,35 @@ bool types(DType dt, cudaDataType& data, cublasComputeType_t& compute) {
   }
 }
 
-bool fits(std::initializer_list<int64_t> v) {
-  for (int64_t x : v) {
-    if (x < 0 || x > INT_MAX) return false;
-  }
-  return true;
-}
-
-// C [batch, m, n] (contiguous) = A [batch, m, k] @ B [batch, k, n]; false when unsupported.
-bool gemm(int device, DType dt, int64_t m, int64_t n, int64_t k, const void* a, int64_t ars, int64_t acs, int64_t a_bs,
-          const void* b, int64_t brs, int64_t bcs, int64_t b_bs, void* c, int64_t batch) {
+bool cublas_gemm(const vendor_blas::Gemm& g) {
   cudaDataType data;
   cublasComputeType_t compute;
-  if (!types(dt, data, compute)) return false;
-  const Operand oa = operand(ars, acs, m, k), ob = operand(brs, bcs, k, n);
-  if (!oa.ok || !ob.ok || !fits({m, n, k, oa.ld, ob.ld, batch})) return false;
+  if (!types(g.dtype, data, compute)) return false;
   const double one_d = 1.0, zero_d = 0.0;
   const float one_f = 1.0f, zero_f = 0.0f;
-  const void* alpha = dt == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
-  const void* beta = dt == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  check(cublasGemmStridedBatchedEx(handle(device), ob.op, oa.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha,
-                                   b, data, static_cast<int>(ob.ld), b_bs, a, data, static_cast<int>(oa.ld), a_bs, beta, c, data,
-                                   static_cast<int>(n), m * n, static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+  const bool f64 = g.dtype == DType::f64;
+  const auto op = [](vendor_blas::Op o) { return o == vendor_blas::Op::N ? CUBLAS_OP_N : CUBLAS_OP_T; };
+  check(cublasGemmStridedBatchedEx(handle(g.device), op(g.op_a), op(g.op_b), g.m, g.n, g.k, f64 ? static_cast<const void*>(&one_d) : &one_f,
+                                   g.a, data, g.lda, g.stride_a, g.b, data, g.ldb, g.stride_b,
+                                   f64 ? static_cast<const void*>(&zero_d) : &zero_f, g.c, data, g.ldc, g.stride_c, g.batch, compute,
+                                   CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx");
   return true;
 }
 
 void matmul(const KernelCall& call) {
-  const Tensor& a = call.inputs[0];
-  const Tensor& b = call.inputs[1];
-  Tensor& out = call.outputs[0];
-  const int64_t r = out.dim();
-  // The batch axes must flatten to one stride per operand.
-  const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  const Tensor ab = a.slice(-1, 0, 1).slice(-2, 0, 1), bb = b.slice(-1, 0, 1).slice(-2, 0, 1), cb = out.slice(-1, 0, 1).slice(-2, 0, 1);
-  Shape bshape = batch;
-  bshape.insert(bshape.end(), {1, 1});
-  const auto plan = backend_common::make_plan<3>(bshape, {&ab, &bb, &cb});
-  const int64_t item = static_cast<int64_t>(a.itemsize());
-  if (plan.ndim <= 1) {
-    const int64_t a_bs = plan.ndim ? plan.strides[1][0] / item : 0, b_bs = plan.ndim ? plan.strides[2][0] / item : 0;
-    const int64_t m = out.shape()[r - 2], n = out.shape()[r - 1], k = a.shape()[r - 1];
-    if (gemm(out.device().index, a.dtype(), m, n, k, a.data_ptr(), a.strides()[r - 2], a.strides()[r - 1], a_bs, b.data_ptr(),
-             b.strides()[r - 2], b.strides()[r - 1], b_bs, out.data_ptr(), numel(batch))) {
-      return;
-    }
-  }
-  g_own_matmul(call);
+  if (!vendor_blas::matmul(&cublas_gemm, call)) g_own_matmul(call);
 }
 
 void linear(const KernelCall& call) {
-  const Tensor& x = call.inputs[0];
-  const Tensor& w = call.inputs[1];
-  Tensor& out = call.outputs[0];
-  const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[0];
-  // B = w^T read in place: walking k moves along w's columns, n along its rows.
-  if (!gemm(out.device().index, x.dtype(), m, n, k, x.data_ptr(), x.strides()[0], x.strides()[1], 0, w.data_ptr(), w.strides()[1],
-            w.strides()[0], 0, out.data_ptr(), 1)) {
+  if (cublaslt_linear(call)) return;
+  if (!vendor_blas::linear_product(&cublas_gemm, call)) {
     g_own_linear(call);
     return;
   }
-  if (call.inputs[2].defined() || call.attrs.activation != Activation::none) gpu::cuda::bias_activation(out, call.inputs[2], call.attrs.activation);
+  if (call.inputs[2].defined() || call.attrs.activation != Activation::none) {
+    gpu::cuda::bias_activation(call.outputs[0], call.inputs[2], call.attrs.activation);
+  }
 }
 }  // namespace
 

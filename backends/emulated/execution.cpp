@@ -14,6 +14,22 @@
 
 #include "tessera/error.h"
 
+// ThreadSanitizer: each GPU thread is a TSan fiber and the switches carry no synchronisation,
+// so TSan sees the kernel's threads as unordered except where the execution model orders them:
+// a barrier (release before waiting, acquire after) and a warp exchange (per warp). A kernel
+// missing a __syncthreads then shows up as a data race on shared or global memory. The
+// emulator's own bookkeeping between the scheduler and the fibers is excluded from tracking.
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+extern "C" {
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+}
+#define TESSERA_EMU_TSAN 1
+#endif
+
 namespace tessera::emu {
 
 namespace ctx = boost::context;
@@ -40,8 +56,14 @@ struct Fiber {
   int tid = 0;
   Wait wait = Wait::running;
   std::source_location site;
-  uint64_t shuffle_count = 0;
+  uint64_t shuffle_count = 0, barrier_count = 0;
   std::exception_ptr error;
+#if TESSERA_EMU_TSAN
+  void* tsan = nullptr;
+  ~Fiber() {
+    if (tsan) __tsan_destroy_fiber(tsan);
+  }
+#endif
 };
 
 struct Block {
@@ -50,14 +72,45 @@ struct Block {
   size_t dynamic_bytes = 0;
   std::map<const void*, std::pair<size_t, size_t>> static_arrays;  // key -> (offset, bytes)
   std::vector<uint64_t> slots[2];     // warp shuffle exchange, double-buffered by parity
+#if TESSERA_EMU_TSAN
+  void* scheduler = nullptr;          // TSan context of the OS thread running the block
+  // Sync addresses alternate by generation parity: a thread that already arrived at the next
+  // barrier must not hand its writes to one still waking from the previous one.
+  char barrier_sync[2] = {}, start_sync = 0, done_sync = 0;
+  std::vector<char> warp_sync;        // two per warp, by exchange parity
+#endif
 };
+
+#if TESSERA_EMU_TSAN
+/** Untracked accesses for the emulator's bookkeeping (not the kernel's memory). */
+void ignore_begin() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__), AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
+void ignore_end() { AnnotateIgnoreReadsEnd(__FILE__, __LINE__), AnnotateIgnoreWritesEnd(__FILE__, __LINE__); }
+struct Untracked {
+  Untracked() { ignore_begin(); }
+  ~Untracked() { ignore_end(); }
+};
+#define TESSERA_EMU_UNTRACKED const Untracked tessera_untracked_
+#else
+#define TESSERA_EMU_UNTRACKED
+#endif
 
 thread_local Fiber* t_fiber = nullptr;
 thread_local ThreadState t_plain;  // state of a non-cooperative thread
 
 std::string where_str(const std::source_location& s) { return std::string(s.file_name()) + ":" + std::to_string(s.line()); }
 
-void yield(Fiber& f) { f.caller = std::move(f.caller).resume(); }
+// A fiber's TSan context ignores accesses while it is suspended: Boost's switch code reads and
+// writes the fiber handles in whichever context TSan believes is current.
+void yield(Fiber& f) {
+#if TESSERA_EMU_TSAN
+  ignore_begin();
+  __tsan_switch_to_fiber(f.block->scheduler, __tsan_switch_to_fiber_no_sync);
+#endif
+  f.caller = std::move(f.caller).resume();
+#if TESSERA_EMU_TSAN
+  ignore_end();
+#endif
+}
 
 void check_redzones(const Block& b) {
   const auto bad = [&](size_t off) {
@@ -91,6 +144,12 @@ std::vector<int> order(int n, uint64_t round) {
 void run_block(Block& b) {
   const int n = static_cast<int>(b.threads.size());
   const int warp = settings().warp_size;
+#if TESSERA_EMU_TSAN
+  b.scheduler = __tsan_get_current_fiber();
+  b.warp_sync.assign(static_cast<size_t>(2 * ((n + warp - 1) / warp)), 0);
+  __tsan_release(&b.start_sync);  // the arena's poison and the threads' state, set up above
+#endif
+  TESSERA_EMU_UNTRACKED;  // the scheduler only touches bookkeeping while fibers are suspended
   uint64_t round = 0;
   for (;;) {
     bool progressed = false;
@@ -98,6 +157,9 @@ void run_block(Block& b) {
       Fiber& f = *b.threads[i];
       if (f.wait != Wait::running) continue;
       t_fiber = &f;
+#if TESSERA_EMU_TSAN
+      __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
+#endif
       f.self = std::move(f.self).resume();
       t_fiber = nullptr;
       if (f.error) std::rethrow_exception(f.error);
@@ -223,8 +285,20 @@ void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dyn
         f->block = &b;
         f->tid = t;
         Fiber* fp = f.get();
+#if TESSERA_EMU_TSAN
+        f->tsan = __tsan_create_fiber(0);
+        void* scheduler = __tsan_get_current_fiber();
+        __tsan_switch_to_fiber(f->tsan, __tsan_switch_to_fiber_no_sync);  // no stack switch: only
+        ignore_begin();                                                   // marks the new fiber
+        __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync);  // suspended
+#endif
         f->self = ctx::fiber(std::allocator_arg, stacks, [fp, &body](ctx::fiber&& caller) {
           fp->caller = std::move(caller);
+#if TESSERA_EMU_TSAN
+          char* start = &fp->block->start_sync;  // read while still untracked: the acquire below
+          ignore_end();                          // is what orders the scheduler's set-up before us
+          __tsan_acquire(start);
+#endif
           try {
             body();
           } catch (const ctx::detail::forced_unwind&) {
@@ -232,12 +306,27 @@ void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dyn
           } catch (...) {
             fp->error = std::current_exception();
           }
-          fp->wait = Wait::done;
+          {
+            TESSERA_EMU_UNTRACKED;
+            fp->wait = Wait::done;
+          }
+#if TESSERA_EMU_TSAN
+          {
+            // Nothing of the block may be touched after the release: the scheduler frees it.
+            void* scheduler = fp->block->scheduler;
+            __tsan_release(&fp->block->done_sync);
+            // From here Boost's code runs as the scheduler, which ignores bookkeeping accesses.
+            __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync);
+          }
+#endif
           return std::move(fp->caller);
         });
         b.threads.push_back(std::move(f));
       }
       run_block(b);
+#if TESSERA_EMU_TSAN
+      __tsan_acquire(&b.done_sync);
+#endif
       check_redzones(b);
     }
   });
@@ -246,9 +335,19 @@ void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dyn
 void sync_threads(std::source_location where) {
   Fiber* f = t_fiber;
   if (!f) throw Error("emulated: __syncthreads at " + where_str(where) + " in a kernel launched without cooperative threads");
-  f->wait = Wait::barrier;
-  f->site = where;
+  {
+    TESSERA_EMU_UNTRACKED;
+    f->wait = Wait::barrier;
+    f->site = where;
+  }
+#if TESSERA_EMU_TSAN
+  char* sync = &f->block->barrier_sync[f->barrier_count++ & 1];
+  __tsan_release(sync);
+#endif
   yield(*f);
+#if TESSERA_EMU_TSAN
+  __tsan_acquire(sync);
+#endif
 }
 
 int lane_id() {
@@ -267,11 +366,23 @@ uint64_t exchange(uint64_t value, int src, std::source_location where) {
   const int warp = settings().warp_size;
   const int base = f->tid - f->tid % warp;
   const int width = std::min<int>(warp, static_cast<int>(b.threads.size()) - base);
-  auto& slot = b.slots[f->shuffle_count++ & 1];
-  slot[static_cast<size_t>(f->tid)] = value;
-  f->wait = Wait::warp;
-  f->site = where;
+  const uint64_t parity = f->shuffle_count++ & 1;
+  auto& slot = b.slots[parity];
+  {
+    TESSERA_EMU_UNTRACKED;  // the exchange itself is the synchronisation
+    slot[static_cast<size_t>(f->tid)] = value;
+    f->wait = Wait::warp;
+    f->site = where;
+  }
+#if TESSERA_EMU_TSAN
+  char* sync = &b.warp_sync[static_cast<size_t>(2 * (base / warp) + parity)];
+  __tsan_release(sync);
+#endif
   yield(*f);
+#if TESSERA_EMU_TSAN
+  __tsan_acquire(sync);
+#endif
+  TESSERA_EMU_UNTRACKED;
   return (src >= 0 && src < width) ? slot[static_cast<size_t>(base + src)] : value;
 }
 }  // namespace
@@ -293,6 +404,7 @@ char* static_shared(const void* key, size_t bytes) {
   Fiber* f = t_fiber;
   if (!f) throw Error("emulated: shared memory used in a kernel launched without cooperative threads");
   Block& b = *f->block;
+  TESSERA_EMU_UNTRACKED;  // allocation and poisoning are the emulator's, not the kernel's
   auto it = b.static_arrays.find(key);
   if (it == b.static_arrays.end()) {
     const size_t off = (b.arena.size() + kRedzone + 15) / 16 * 16;

@@ -1,0 +1,96 @@
+// rocBLAS for matmul and linear on the HIP backend, built only when rocBLAS is found (ROCm's
+// own packages; Debian 12 has none, so CI compiles the HIP backend without this file and the
+// HIP backend uses Tessera's GEMM). TESSERA_HIP_GEMM=tessera selects the own kernel anyway.
+// Layout handling is shared with cuBLAS (backends/gpu/vendor_blas.h).
+#include <hip/hip_runtime.h>
+#if __has_include(<rocblas/rocblas.h>)
+#include <rocblas/rocblas.h>
+#else
+#include <rocblas.h>
+#endif
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "../gpu/vendor_blas.h"
+
+namespace tessera {
+namespace gpu::hip {
+void bias_activation(Tensor& out, const Tensor& bias, Activation act);  // backends/gpu/linalg.cu
+}
+
+namespace rocblas {
+namespace {
+
+KernelFn g_own_matmul = nullptr, g_own_linear = nullptr;
+
+void check(rocblas_status s, const char* what) {
+  if (s != rocblas_status_success) throw Error(detail::concat(what, " failed: ", rocblas_status_to_string(s)));
+}
+
+rocblas_handle handle(int device) {
+  static std::mutex m;
+  static std::vector<rocblas_handle> handles;
+  std::lock_guard lock(m);
+  if (static_cast<int>(handles.size()) <= device) handles.resize(static_cast<size_t>(device) + 1, nullptr);
+  if (!handles[device]) {
+    if (hipSetDevice(device) != hipSuccess) throw Error("rocblas: hipSetDevice failed");
+    check(rocblas_create_handle(&handles[device]), "rocblas_create_handle");
+  }
+  return handles[device];
+}
+
+bool types(DType dt, rocblas_datatype& data, rocblas_datatype& compute) {
+  switch (dt) {
+    case DType::f32: data = rocblas_datatype_f32_r, compute = rocblas_datatype_f32_r; return true;
+    case DType::f16: data = rocblas_datatype_f16_r, compute = rocblas_datatype_f32_r; return true;
+    case DType::bf16: data = rocblas_datatype_bf16_r, compute = rocblas_datatype_f32_r; return true;
+    case DType::f64: data = rocblas_datatype_f64_r, compute = rocblas_datatype_f64_r; return true;
+    default: return false;
+  }
+}
+
+bool rocblas_gemm(const vendor_blas::Gemm& g) {
+  rocblas_datatype data, compute;
+  if (!types(g.dtype, data, compute)) return false;
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const bool f64 = g.dtype == DType::f64;
+  const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
+  const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+  const auto op = [](vendor_blas::Op o) { return o == vendor_blas::Op::N ? rocblas_operation_none : rocblas_operation_transpose; };
+  check(rocblas_gemm_strided_batched_ex(handle(g.device), op(g.op_a), op(g.op_b), g.m, g.n, g.k, alpha, g.a, data, g.lda, g.stride_a, g.b,
+                                        data, g.ldb, g.stride_b, beta, g.c, data, g.ldc, g.stride_c, g.c, data, g.ldc, g.stride_c, g.batch,
+                                        compute, rocblas_gemm_algo_standard, 0, 0),
+        "rocblas_gemm_strided_batched_ex");
+  return true;
+}
+
+void matmul(const KernelCall& call) {
+  if (!vendor_blas::matmul(&rocblas_gemm, call)) g_own_matmul(call);
+}
+
+void linear(const KernelCall& call) {
+  if (!vendor_blas::linear_product(&rocblas_gemm, call)) {
+    g_own_linear(call);
+    return;
+  }
+  if (call.inputs[2].defined() || call.attrs.activation != Activation::none) {
+    gpu::hip::bias_activation(call.outputs[0], call.inputs[2], call.attrs.activation);
+  }
+}
+}  // namespace
+
+void install(KernelTable& table) {
+  const char* choice = std::getenv("TESSERA_HIP_GEMM");
+  if (choice && std::strcmp(choice, "tessera") == 0) return;
+  g_own_matmul = table[OpId::Matmul];
+  g_own_linear = table[OpId::Linear];
+  table[OpId::Matmul] = &matmul;
+  table[OpId::Linear] = &linear;
+}
+
+}  // namespace rocblas
+}  // namespace tessera
