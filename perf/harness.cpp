@@ -23,26 +23,31 @@ struct Samples {
 };
 
 // Warm-up, then repetitions until ~0.4 s (quick: 3) have been spent, engine and peer
-// alternating so both see the same machine state.
+// alternating so both see the same machine state. Each sample times a block of calls lasting
+// ~10 ms: the first call of a block absorbs the other library's thread pool still spinning
+// from its own block (OpenBLAS and TBB workers busy-wait after a call), which would otherwise
+// land on every sub-millisecond measurement.
 Samples time_case(const Case& c, Device dev, bool quick) {
   Samples s;
-  const auto engine_once = [&] {
+  const auto block = [](int calls, const auto& once) {
     const double t0 = now_s();
+    for (int i = 0; i < calls; ++i) once();
+    return (now_s() - t0) / calls;
+  };
+  const auto engine_once = [&] {
     c.run();
     synchronize(dev);
-    return now_s() - t0;
   };
-  const auto peer_once = [&] {
-    const double t0 = now_s();
-    c.peer->run();
-    return now_s() - t0;
-  };
-  const double warm = engine_once();
-  if (c.peer) peer_once();
-  const int reps = quick ? 3 : static_cast<int>(std::clamp(0.4 / std::max(warm, 1e-6), 5.0, 31.0));
+  const auto peer_once = [&] { c.peer->run(); };
+  const double warm = block(1, engine_once);
+  double peer_warm = 0;
+  if (c.peer) peer_warm = block(1, peer_once);
+  const auto calls_for = [&](double t) { return quick ? 1 : static_cast<int>(std::clamp(0.01 / std::max(t, 1e-7), 1.0, 200.0)); };
+  const int engine_calls = calls_for(warm), peer_calls = calls_for(peer_warm);
+  const int reps = quick ? 3 : static_cast<int>(std::clamp(0.4 / std::max(warm * engine_calls, 1e-6), 5.0, 31.0));
   for (int r = 0; r < reps; ++r) {
-    s.engine.push_back(engine_once() / c.calls);
-    if (c.peer) s.peer.push_back(peer_once() / c.calls);
+    s.engine.push_back(block(engine_calls, engine_once) / c.calls);
+    if (c.peer) s.peer.push_back(block(peer_calls, peer_once) / c.calls);
   }
   return s;
 }

@@ -135,15 +135,31 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 }
 #endif
 
-void epilogue_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0, const GemmEpilogue& e) {
-  if (!e.bias && e.activation == Activation::none) return;
+// The activation is dispatched once per tile, not per element, so each row loop is a plain
+// vectorisable loop over one functor.
+template <class Act> void activate_rows(float* c, int64_t ldc, int64_t rows, int64_t cols, Act act) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = c + r * ldc;
-    for (int64_t j = 0; j < cols; ++j) {
-      float v = row[j];
-      if (e.bias) v += load(e.bias, e.bias_dtype, j0 + j);
-      row[j] = kernels::apply_activation(e.activation, v);
+    for (int64_t j = 0; j < cols; ++j) row[j] = act(row[j]);
+  }
+}
+
+void epilogue_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0, const GemmEpilogue& e) {
+  if (e.bias) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = c + r * ldc;
+      if (e.bias_dtype == DType::f32) {
+        const float* b = static_cast<const float*>(e.bias) + j0;
+        for (int64_t j = 0; j < cols; ++j) row[j] += b[j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j) row[j] += load(e.bias, e.bias_dtype, j0 + j);
+      }
     }
+  }
+  switch (e.activation) {
+    case Activation::none: return;
+    case Activation::relu: activate_rows(c, ldc, rows, cols, kernels::ReluFn{}); return;
+    default: activate_rows(c, ldc, rows, cols, [&](float v) { return kernels::apply_activation(e.activation, v); });
   }
 }
 
