@@ -1,6 +1,7 @@
 #pragma once
 // Peer implementations for `tessera bench`, each compiled only when its library was found
-// (TESSERA_PERF_PEERS): OpenBLAS sgemm, a STREAM-triad loop (always), libtorch (Debian 1.13).
+// (TESSERA_PERF_PEERS): OpenBLAS sgemm, a STREAM-triad loop (always), libtorch (Debian 1.13),
+// and on GPUs cuBLAS and a device memcpy (gpu_peers.cpp).
 #include <optional>
 
 #include "bench.h"
@@ -11,6 +12,10 @@ namespace tessera::bench::peers {
 std::optional<Peer> openblas_sgemm(int64_t m, int64_t n, int64_t k, int threads);
 /** a[i] = b[i] + s * c[i] over n floats, split over `threads` threads (the bandwidth bar). */
 Peer stream_triad(int64_t n, int threads);
+
+/** GPU peers: the vendor sgemm (cuBLAS) and a device-to-device copy (work = bytes read + written). */
+std::optional<Peer> vendor_sgemm(Device dev, int64_t m, int64_t n, int64_t k);
+std::optional<Peer> device_copy(Device dev, int64_t bytes);
 
 bool have_torch();
 /** libtorch peers, run with `threads` intra-op threads and OpenBLAS pinned to one thread. */

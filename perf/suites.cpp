@@ -28,7 +28,7 @@ void gemm_cases(const Ctx& c, std::vector<Case>& out) {
   for (int64_t n : sizes) {
     auto t = keep(randn({n, n}, DType::f32, c.dev), randn({n, n}, DType::f32, c.dev));
     Case k{"gemm", "matmul", "f32", {n, n, n}, 2.0 * n * n * n, 0, 1, [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt};
-    if (c.on_cpu) k.peer = peers::openblas_sgemm(n, n, n, c.threads);
+    k.peer = c.on_cpu ? peers::openblas_sgemm(n, n, n, c.threads) : peers::vendor_sgemm(c.dev, n, n, n);
     out.push_back(k);
   }
   for (DType dt : {DType::bf16, DType::f16}) {
@@ -53,7 +53,8 @@ void elementwise_cases(const Ctx& c, std::vector<Case>& out) {
   auto t = keep(rand({n}, DType::f32, c.dev), rand({n}, DType::f32, c.dev), rand({rows, cols}, DType::f32, c.dev),
                 rand({cols}, DType::f32, c.dev));
   const double f = static_cast<double>(n) * 4;
-  auto triad = [&] { return c.on_cpu ? std::optional<Peer>(peers::stream_triad(n, c.threads)) : std::nullopt; };
+  // The bandwidth bar: the STREAM triad on the CPU, a device-to-device copy on GPUs.
+  auto triad = [&] { return c.on_cpu ? std::optional<Peer>(peers::stream_triad(n, c.threads)) : peers::device_copy(c.dev, n * 4); };
   out.push_back({"elementwise", "add", "f32", {n}, 0, 3 * f, 1, [t] { (void)add((*t)[0], (*t)[1]); }, triad()});
   out.push_back({"elementwise", "mul", "f32", {n}, 0, 3 * f, 1, [t] { (void)mul((*t)[0], (*t)[1]); }, triad()});
   out.push_back({"elementwise", "exp", "f32", {n}, 0, 2 * f, 1, [t] { (void)exp((*t)[0]); }, triad()});
