@@ -15,6 +15,7 @@
 namespace tessera {
 namespace gpu::cuda {
 void bias_activation(Tensor& out, const Tensor& bias, Activation act);  // backends/gpu/linalg.cu
+cudaStream_t current_vendor_stream();                                    // backends/gpu/device_backend.cu
 }
 
 namespace cublas {
@@ -58,7 +59,9 @@ bool cublas_gemm(const vendor_blas::Gemm& g) {
   const float one_f = 1.0f, zero_f = 0.0f;
   const bool f64 = g.dtype == DType::f64;
   const auto op = [](vendor_blas::Op o) { return o == vendor_blas::Op::N ? CUBLAS_OP_N : CUBLAS_OP_T; };
-  check(cublasGemmStridedBatchedEx(handle(g.device), op(g.op_a), op(g.op_b), g.m, g.n, g.k, f64 ? static_cast<const void*>(&one_d) : &one_f,
+  cublasHandle_t h = handle(g.device);
+  check(cublasSetStream(h, gpu::cuda::current_vendor_stream()), "cublasSetStream");  // the thread's StreamGuard stream
+  check(cublasGemmStridedBatchedEx(h, op(g.op_a), op(g.op_b), g.m, g.n, g.k, f64 ? static_cast<const void*>(&one_d) : &one_f,
                                    g.a, data, g.lda, g.stride_a, g.b, data, g.ldb, g.stride_b,
                                    f64 ? static_cast<const void*>(&zero_d) : &zero_f, g.c, data, g.ldc, g.stride_c, g.batch, compute,
                                    CUBLAS_GEMM_DEFAULT),

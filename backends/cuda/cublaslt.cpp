@@ -14,7 +14,11 @@
 #include "tessera/backend/kernel.h"
 #include "tessera/tensor.h"
 
-namespace tessera::cublas {
+namespace tessera {
+namespace gpu::cuda {
+cudaStream_t current_vendor_stream();  // backends/gpu/device_backend.cu
+}
+namespace cublas {
 namespace {
 
 void check(cublasStatus_t s, const char* what) {
@@ -109,9 +113,10 @@ bool cublaslt_linear(const KernelCall& call) {
   }
   const float alpha = 1.0f, beta = 0.0f;
   check(cublasLtMatmul(handle, d.op, &alpha, w.data_ptr(), d.a, x.data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(), d.c,
-                       &heuristic.algo, nullptr, 0, nullptr),
+                       &heuristic.algo, nullptr, 0, gpu::cuda::current_vendor_stream()),
         "cublasLtMatmul");
   return true;
 }
 
-}  // namespace tessera::cublas
+}  // namespace cublas
+}  // namespace tessera

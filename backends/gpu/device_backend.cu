@@ -1,8 +1,9 @@
 // The CUDA and HIP backends' runtime side, written once over gpu::vendor (runtime.h): device
-// probing (no device or no driver gives zero devices and the reason), a caching allocator per
-// device over the vendor malloc (on OOM the cache is released and the call retried once, then
-// tessera::OutOfMemory carries the stats), synchronous copies including peer copies, and the
-// kernel table of this source tree.
+// probing (no device or no driver gives zero devices and the reason), a stream-aware caching
+// allocator per device over the vendor malloc (on OOM the cache is released and the call
+// retried once, then tessera::OutOfMemory carries the stats), per-thread current streams
+// (StreamGuard), copies ordered on the current stream including peer copies, and the kernel
+// table of this source tree.
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,7 +34,7 @@ class DeviceMemory final : public RawAllocator {
   int device_;
 };
 
-// A vendor stream; kernels launch on the default stream, so these order copies and timing.
+// A vendor stream: current for a thread under a StreamGuard, or used for explicit async copies.
 class VendorStream final : public Stream {
  public:
   explicit VendorStream(Device device) : device_(device) {
@@ -43,6 +44,7 @@ class VendorStream final : public Stream {
   ~VendorStream() override { (void)vendor::stream_destroy(stream_); }
   Device device() const override { return device_; }
   void synchronize() override { TESSERA_GPU_CHECK(vendor::stream_synchronize(stream_)); }
+  const void* tag() const override { return stream_; }
   vendor::StreamHandle handle() const { return stream_; }
 
  private:
@@ -73,6 +75,8 @@ class VendorEvent final : public Event {
   vendor::EventHandle event_{};
 };
 
+thread_local Stream* t_current_stream = nullptr;  // the Stream object behind vendor::current_stream()
+
 class DeviceBackend final : public Backend {
  public:
   DeviceBackend(const char* name, DeviceType type, std::string targets, void (*customize)(KernelTable&))
@@ -88,6 +92,12 @@ class DeviceBackend final : public Backend {
     for (int i = 0; i < count_; ++i) {
       memory_.push_back(std::make_unique<DeviceMemory>(i));
       allocators_.push_back(std::make_unique<CachingAllocator>(std::string(name) + ":" + std::to_string(i), *memory_.back()));
+      // Blocks are reused only on the stream they were allocated on (see allocator.h).
+      allocators_.back()->set_stream_hooks([] { return static_cast<const void*>(vendor::current_stream()); },
+                                           [i] {
+                                             TESSERA_GPU_CHECK(vendor::set_device(i));
+                                             TESSERA_GPU_CHECK(vendor::synchronize());
+                                           });
     }
     register_all(kernels_);
     if (customize) customize(kernels_);  // vendor libraries replacing kernels (cuBLAS)
@@ -109,21 +119,38 @@ class DeviceBackend final : public Backend {
   }
   CachingAllocator& allocator(int i) override { return *allocators_.at(static_cast<size_t>(i)); }
   bool host_accessible() const override { return false; }
+  // Copies are ordered on the thread's current stream; the host-side ones wait for it, so the
+  // host buffer is free (or filled) when they return.
   void copy_from_host(void* dst, const void* src, size_t n, int d) override {
     TESSERA_GPU_CHECK(vendor::set_device(d));
-    TESSERA_GPU_CHECK(vendor::to_device(dst, src, n));
+    TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vendor::current_stream()));
+    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
   }
   void copy_to_host(void* dst, const void* src, size_t n, int d) override {
     TESSERA_GPU_CHECK(vendor::set_device(d));
-    TESSERA_GPU_CHECK(vendor::to_host(dst, src, n));
+    TESSERA_GPU_CHECK(vendor::to_host_async(dst, src, n, vendor::current_stream()));
+    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
   }
   void copy_on_device(void* dst, int dd, const void* src, int sd, size_t n) override {
-    if (dd == sd) TESSERA_GPU_CHECK(vendor::on_device(dst, src, n));
-    else TESSERA_GPU_CHECK(vendor::peer(dst, dd, src, sd, n));
+    if (dd == sd) {
+      TESSERA_GPU_CHECK(vendor::on_device_async(dst, src, n, vendor::current_stream()));
+      return;
+    }
+    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));  // the source is complete
+    TESSERA_GPU_CHECK(vendor::peer(dst, dd, src, sd, n));
   }
   void synchronize(int d) override {
     TESSERA_GPU_CHECK(vendor::set_device(d));
     TESSERA_GPU_CHECK(vendor::synchronize());
+  }
+  Stream* set_current_stream(int d, Stream* stream) override {
+    auto* vs = stream ? dynamic_cast<VendorStream*>(stream) : nullptr;
+    TESSERA_CHECK(!stream || vs, "StreamGuard", "stream does not belong to the ", name_, " backend");
+    TESSERA_GPU_CHECK(vendor::set_device(d));
+    Stream* previous = t_current_stream;
+    t_current_stream = stream;
+    vendor::current_stream() = vs ? vs->handle() : vendor::StreamHandle{};
+    return previous;
   }
   std::unique_ptr<Stream> new_stream(int d) override { return std::make_unique<VendorStream>(Device(type_, d)); }
   void* allocate_pinned(size_t nbytes) override {
@@ -151,6 +178,9 @@ class DeviceBackend final : public Backend {
   std::vector<std::unique_ptr<CachingAllocator>> allocators_;
 };
 }  // namespace
+
+/** The calling thread's current vendor stream (for vendor libraries called from host files). */
+vendor::StreamHandle current_vendor_stream() { return vendor::current_stream(); }
 
 std::unique_ptr<Backend> make_device_backend(const char* name, DeviceType type, const char* targets,
                                              void (*customize)(KernelTable&)) {

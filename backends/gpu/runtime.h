@@ -101,6 +101,12 @@ inline VendorError host_free(void* p) { return hipHostFree(p); }
 inline VendorError to_device_async(void* d, const void* s, size_t n, StreamHandle st) {
   return hipMemcpyAsync(d, s, n, hipMemcpyHostToDevice, st);
 }
+inline VendorError to_host_async(void* d, const void* s, size_t n, StreamHandle st) {
+  return hipMemcpyAsync(d, s, n, hipMemcpyDeviceToHost, st);
+}
+inline VendorError on_device_async(void* d, const void* s, size_t n, StreamHandle st) {
+  return hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st);
+}
 inline VendorError properties(int d, DeviceProps& out) {
   hipDeviceProp_t p{};
   const VendorError e = hipGetDeviceProperties(&p, d);
@@ -133,6 +139,12 @@ inline VendorError host_free(void* p) { return cudaFreeHost(p); }
 inline VendorError to_device_async(void* d, const void* s, size_t n, StreamHandle st) {
   return cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, st);
 }
+inline VendorError to_host_async(void* d, const void* s, size_t n, StreamHandle st) {
+  return cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, st);
+}
+inline VendorError on_device_async(void* d, const void* s, size_t n, StreamHandle st) {
+  return cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st);
+}
 inline VendorError properties(int d, DeviceProps& out) {
   cudaDeviceProp p{};
   const VendorError e = cudaGetDeviceProperties(&p, d);
@@ -140,6 +152,15 @@ inline VendorError properties(int d, DeviceProps& out) {
   return e;
 }
 #endif
+
+/**
+ * The calling thread's current stream (StreamGuard); the default stream when none is set.
+ * Kernels, copies and vendor-library calls of this thread are queued on it.
+ */
+inline StreamHandle& current_stream() {
+  thread_local StreamHandle stream{};
+  return stream;
+}
 }  // namespace vendor
 
 TESSERA_DEVICE unsigned thread_x() { return static_cast<unsigned>(threadIdx.x); }
@@ -208,12 +229,13 @@ template <class T> T* dynamic_shared() { return reinterpret_cast<T*>(emu::dynami
 TESSERA_DEVICE int64_t global_index() { return static_cast<int64_t>(block_x()) * block_dim_x() + thread_x(); }
 TESSERA_DEVICE int64_t grid_stride() { return static_cast<int64_t>(grid_dim_x()) * block_dim_x(); }
 
-/** Launches `kernel` on the current device's default stream; throws on launch failure. */
+/** Launches `kernel` on the calling thread's current stream; throws on launch failure. */
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes, bool cooperative, Args... args) {
 #if defined(__CUDACC__) || defined(__HIPCC__)
   (void)cooperative;
-  kernel<<<dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), shared_bytes>>>(static_cast<KArgs>(args)...);
+  kernel<<<dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), shared_bytes, vendor::current_stream()>>>(
+      static_cast<KArgs>(args)...);
   check_launch();
 #else
   emu::launch([&] { kernel(static_cast<KArgs>(args)...); }, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},

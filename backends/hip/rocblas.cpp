@@ -19,6 +19,7 @@
 namespace tessera {
 namespace gpu::hip {
 void bias_activation(Tensor& out, const Tensor& bias, Activation act);  // backends/gpu/linalg.cu
+hipStream_t current_vendor_stream();                                     // backends/gpu/device_backend.cu
 }
 
 namespace rocblas {
@@ -61,7 +62,9 @@ bool rocblas_gemm(const vendor_blas::Gemm& g) {
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   const auto op = [](vendor_blas::Op o) { return o == vendor_blas::Op::N ? rocblas_operation_none : rocblas_operation_transpose; };
-  check(rocblas_gemm_strided_batched_ex(handle(g.device), op(g.op_a), op(g.op_b), g.m, g.n, g.k, alpha, g.a, data, g.lda, g.stride_a, g.b,
+  rocblas_handle h = handle(g.device);
+  check(rocblas_set_stream(h, gpu::hip::current_vendor_stream()), "rocblas_set_stream");  // the thread's StreamGuard stream
+  check(rocblas_gemm_strided_batched_ex(h, op(g.op_a), op(g.op_b), g.m, g.n, g.k, alpha, g.a, data, g.lda, g.stride_a, g.b,
                                         data, g.ldb, g.stride_b, beta, g.c, data, g.ldc, g.stride_c, g.c, data, g.ldc, g.stride_c, g.batch,
                                         compute, rocblas_gemm_algo_standard, 0, 0),
         "rocblas_gemm_strided_batched_ex");

@@ -22,6 +22,7 @@ CachingAllocator::CachingAllocator(std::string name, RawAllocator& raw) : name_(
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard lock(mutex_);
+  release_pending_locked();  // at teardown no stream work is pending any more
   release_cache_locked();
   // Live blocks at exit belong to tensors that outlive the allocator (static tensors);
   // leave them alone rather than free memory still referenced.
@@ -37,13 +38,14 @@ size_t CachingAllocator::bucket_size(size_t nbytes) {
 
 void* CachingAllocator::allocate(size_t nbytes) {
   const size_t bucket = bucket_size(nbytes);
+  const void* stream = current_stream_ ? current_stream_() : nullptr;
   std::lock_guard lock(mutex_);
   ++stats_.allocation_count;
   Block block{};
   bool found = false;
-  // Reuse a cached block of the same guard mode, no more than twice the size we need.
+  // Reuse a cached block of the same guard mode and stream, no more than twice the size we need.
   for (auto it = free_blocks_.lower_bound(bucket); it != free_blocks_.end() && it->first <= 2 * bucket; ++it) {
-    if (it->second.guarded == guards_) {
+    if (it->second.guarded == guards_ && it->second.stream == stream) {
       block = it->second;
       free_blocks_.erase(it);
       found = true;
@@ -63,6 +65,11 @@ void* CachingAllocator::allocate(size_t nbytes) {
     }
     void* base = raw_.raw_alloc(total);
     if (!base) {
+      // Out of memory: wait for every stream so blocks held for them can go too, then retry.
+      if (synchronize_ && !pending_blocks_.empty()) {
+        synchronize_();
+        release_pending_locked();
+      }
       release_cache_locked();
       base = raw_.raw_alloc(total);
     }
@@ -74,6 +81,8 @@ void* CachingAllocator::allocate(size_t nbytes) {
     stats_.reserved_bytes += static_cast<int64_t>(bucket);
     block = Block{base, bucket, 0, guarded};
   }
+  block.stream = stream;
+  block.cross_stream = false;
   block.requested = nbytes;
   unsigned char* user = static_cast<unsigned char*>(block.base) + (block.guarded ? kRedzone : 0);
   if (block.guarded) {
@@ -108,7 +117,35 @@ void CachingAllocator::deallocate(void* ptr) {
   live_blocks_.erase(it);
   if (block.guarded) check_guards_locked(block, static_cast<const char*>(ptr));
   stats_.in_use_bytes -= static_cast<int64_t>(block.bucket);
+  if (block.cross_stream) {
+    pending_blocks_.push_back(block);
+    stats_.pending_bytes += static_cast<int64_t>(block.bucket);
+    return;
+  }
   free_blocks_.emplace(block.bucket, block);
+}
+
+void CachingAllocator::set_stream_hooks(std::function<const void*()> current, std::function<void()> synchronize) {
+  std::lock_guard lock(mutex_);
+  current_stream_ = std::move(current);
+  synchronize_ = std::move(synchronize);
+}
+
+void CachingAllocator::record_stream(void* ptr, const void* stream) {
+  std::lock_guard lock(mutex_);
+  auto it = live_blocks_.find(ptr);
+  if (it != live_blocks_.end() && it->second.stream != stream) it->second.cross_stream = true;
+}
+
+void CachingAllocator::release_pending_locked() {
+  for (const Block& b : pending_blocks_) free_blocks_.emplace(b.bucket, b);
+  pending_blocks_.clear();
+  stats_.pending_bytes = 0;
+}
+
+void CachingAllocator::release_pending() {
+  std::lock_guard lock(mutex_);
+  release_pending_locked();
 }
 
 void CachingAllocator::release_cache_locked() {
@@ -121,6 +158,10 @@ void CachingAllocator::release_cache_locked() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
+  if (synchronize_ && !pending_blocks_.empty()) {
+    synchronize_();
+    release_pending_locked();
+  }
   release_cache_locked();
 }
 

@@ -9,7 +9,11 @@
 
 namespace tessera {
 
-void synchronize(Device device) { backend_for_device(device, "synchronize").synchronize(device.index); }
+void synchronize(Device device) {
+  Backend& b = backend_for_device(device, "synchronize");
+  b.synchronize(device.index);
+  b.allocator(device.index).release_pending();  // nothing is in flight on any stream now
+}
 AllocatorStats memory_stats(Device device) {
   return backend_for_device(device, "memory_stats").allocator(device.index).stats();
 }
@@ -37,6 +41,21 @@ Tensor to_device_async(const Tensor& host, Device device, Stream& stream) {
   Tensor out = empty(host.shape(), host.dtype(), device);
   if (out.nbytes() > 0) b.copy_from_host_async(out.data_ptr(), host.data_ptr(), out.nbytes(), device.index, stream);
   return out;
+}
+
+StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()) {
+  previous_ = backend_for_device(device_, "StreamGuard").set_current_stream(device_.index, &stream);
+}
+
+StreamGuard::~StreamGuard() {
+  if (Backend* b = find_backend(device_.type)) b->set_current_stream(device_.index, previous_);
+}
+
+void record_stream(const Tensor& t, Stream& stream) {
+  TESSERA_CHECK(t.device() == stream.device(), "record_stream", "tensor on ", t.device().str(), " but stream on ",
+                stream.device().str());
+  if (!t.defined() || !t.storage() || !t.storage()->data()) return;
+  backend_for_device(t.device(), "record_stream").allocator(t.device().index).record_stream(t.storage()->data(), stream.tag());
 }
 
 }  // namespace tessera

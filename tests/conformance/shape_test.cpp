@@ -100,3 +100,23 @@ TEST_CASE("pinned host staging and asynchronous uploads") {
   CHECK(up.to_vector<float>() == pinned.to_vector<float>());
   TESSERA_CHECK_THROWS_WITH(to_device_async(host, device(), *stream), "to_device_async: expected a contiguous cpu tensor");
 }
+
+TEST_CASE("ops under a StreamGuard run on that stream and match the default stream") {
+  auto stream = backend_for(device().type).new_stream(device().index);
+  const Tensor a = arange(0.0, 64.0).reshape({8, 8}).to(device());
+  const Tensor expected = matmul(a, a) + 1.0;
+  Tensor on_stream;
+  {
+    StreamGuard guard(*stream);
+    on_stream = matmul(a, a) + 1.0;  // allocated, computed and read back on `stream`
+    CHECK(on_stream.to_vector<float>() == expected.to_vector<float>());
+    record_stream(a, *stream);  // a came from the default stream
+  }
+  stream->synchronize();
+  synchronize(device());
+  CHECK(on_stream.to_vector<float>() == expected.to_vector<float>());
+  CHECK(memory_stats(device()).pending_bytes == 0);  // synchronize released blocks held for other streams
+  if (device() != kCPU) {
+    TESSERA_CHECK_THROWS_WITH(record_stream(a.to(kCPU), *stream), "record_stream: tensor on cpu:0 but stream on");
+  }
+}

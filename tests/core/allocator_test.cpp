@@ -87,3 +87,54 @@ TEST_CASE("guard bytes catch writes past the end of a block") {
   alloc.deallocate(&not_ours);
   CHECK(alloc.stats().guard_violations == 3);
 }
+
+TEST_CASE("blocks are reused only on the stream they were allocated on") {
+  CountingMemory mem;
+  CachingAllocator alloc("test", mem);
+  int stream_a = 0, stream_b = 0;  // two distinct stream tags
+  const void* current = &stream_a;
+  int syncs = 0;
+  alloc.set_stream_hooks([&] { return current; }, [&] { ++syncs; });
+  void* a = alloc.allocate(4096);
+  alloc.deallocate(a);
+  current = &stream_b;
+  void* b = alloc.allocate(4096);  // stream B must not get A's block: A's work may still use it
+  CHECK(b != a);
+  current = &stream_a;
+  void* a2 = alloc.allocate(4096);
+  CHECK(a2 == a);  // same stream: in-order, safe to reuse at once
+  alloc.deallocate(a2);
+  alloc.deallocate(b);
+  CHECK(alloc.stats().raw_allocations == 2);
+}
+
+TEST_CASE("a block recorded on another stream waits for a synchronisation before reuse") {
+  CountingMemory mem;
+  CachingAllocator alloc("test", mem);
+  int stream_a = 0, stream_b = 0;
+  const void* current = &stream_a;
+  int syncs = 0;
+  alloc.set_stream_hooks([&] { return current; }, [&] { ++syncs; });
+  void* a = alloc.allocate(4096);
+  alloc.record_stream(a, &stream_b);  // also read by work on stream B
+  alloc.deallocate(a);
+  CHECK(alloc.stats().pending_bytes == 4096);
+  void* again = alloc.allocate(4096);
+  CHECK(again != a);  // held back although it is the same stream
+  alloc.release_pending();  // what synchronize(device) does after the device is idle
+  CHECK(alloc.stats().pending_bytes == 0);
+  void* reused = alloc.allocate(4096);
+  CHECK(reused == a);
+  // Recording the allocation stream itself changes nothing.
+  alloc.record_stream(reused, &stream_a);
+  alloc.deallocate(reused);
+  CHECK(alloc.stats().pending_bytes == 0);
+  alloc.deallocate(again);
+  // empty_cache synchronises first when blocks are pending, then frees everything.
+  void* p = alloc.allocate(4096);
+  alloc.record_stream(p, &stream_b);
+  alloc.deallocate(p);
+  alloc.empty_cache();
+  CHECK(syncs == 1);
+  CHECK(mem.live == 0);
+}

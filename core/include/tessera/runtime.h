@@ -27,4 +27,27 @@ Tensor pin_memory(const Tensor& host, Device device);
 /** Uploads a contiguous host tensor to `device`, queued on `stream` (wait on the stream before use). */
 Tensor to_device_async(const Tensor& host, Device device, Stream& stream);
 
+/**
+ * Makes `stream` the current stream of its device for this thread while the guard lives:
+ * kernels, copies and new allocations on that device are queued on it (backends without
+ * streams run synchronously and ignore it). Guards nest; the previous stream is restored.
+ */
+class StreamGuard {
+ public:
+  explicit StreamGuard(Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Device device_;
+  Stream* previous_;
+};
+
+/**
+ * Declares that `t`'s memory is used by work on `stream` (other than the stream it was
+ * allocated on): when `t` is freed its block is not reused until the device is synchronised.
+ */
+void record_stream(const Tensor& t, Stream& stream);
+
 }  // namespace tessera

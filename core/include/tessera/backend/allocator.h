@@ -3,12 +3,18 @@
 // buckets for reuse (device mallocs and large host mallocs are slow and fault pages in),
 // keeps statistics, enforces an optional limit, and can surround blocks with guard bytes
 // that are verified when a block is freed (catches kernels writing past their output).
+// Stream-aware: a block remembers the stream that was current when it was allocated (a tag
+// the backend provides) and a freed block is reused only for allocations on that same stream,
+// because work queued on another stream may still be reading or writing it. A block that was
+// also used on another stream (record_stream) is held back until the device is synchronised.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace tessera {
 
@@ -21,6 +27,7 @@ struct AllocatorStats {
   int64_t cache_hits = 0;         ///< allocate() calls served from the cache
   int64_t raw_allocations = 0;    ///< calls into the raw allocator
   int64_t guard_violations = 0;   ///< freed blocks whose guard bytes had been overwritten
+  int64_t pending_bytes = 0;      ///< freed blocks waiting for other streams (record_stream)
   int64_t limit_bytes = 0;        ///< 0 = no limit
 };
 
@@ -59,6 +66,15 @@ class CachingAllocator {
   void set_limit(int64_t bytes);
   /** Enables guard bytes around new blocks (host-accessible memory only). */
   void set_guards(bool on);
+  /**
+   * Stream support (device backends): `current` returns the calling thread's current stream
+   * tag (nullptr = the default stream); `synchronize` waits for every stream of the device.
+   */
+  void set_stream_hooks(std::function<const void*()> current, std::function<void()> synchronize);
+  /** Marks the live block at `ptr` as also used on `stream`: when freed it waits for a sync. */
+  void record_stream(void* ptr, const void* stream);
+  /** After the device was synchronised: blocks held for other streams become reusable. */
+  void release_pending();
   bool guards() const { return guards_; }
   const std::string& name() const { return name_; }
 
@@ -68,15 +84,21 @@ class CachingAllocator {
     size_t bucket;     // usable bytes of the block
     size_t requested;  // bytes the caller asked for (guards cover the rest)
     bool guarded;
+    const void* stream = nullptr;  // tag of the stream it was allocated on
+    bool cross_stream = false;     // also used on another stream (record_stream)
   };
   static size_t bucket_size(size_t nbytes);
   void release_cache_locked();
+  void release_pending_locked();
   void check_guards_locked(const Block& b, const char* user);
 
   std::string name_;
   RawAllocator& raw_;
   mutable std::mutex mutex_;
   std::multimap<size_t, Block> free_blocks_;        // by bucket size
+  std::vector<Block> pending_blocks_;               // freed, but used on another stream
+  std::function<const void*()> current_stream_;
+  std::function<void()> synchronize_;
   std::unordered_map<void*, Block> live_blocks_;    // by user pointer
   AllocatorStats stats_;
   bool guards_ = false;

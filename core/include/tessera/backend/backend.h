@@ -29,6 +29,8 @@ class Stream {
   virtual Device device() const = 0;
   /** Blocks until all work queued so far has finished. */
   virtual void synchronize() = 0;
+  /** What the caching allocator files this stream's blocks under (the vendor handle). */
+  virtual const void* tag() const { return this; }
 };
 
 /** A marker in a stream; used for timing and cross-stream waits. */
@@ -80,6 +82,15 @@ class Backend {
 
   /** Waits for all work on `device`. */
   virtual void synchronize(int device) = 0;
+  /**
+   * (optional) Makes `stream` (nullptr: the default stream) current for the calling thread's
+   * kernels, copies and allocations on `device`; returns the previous one. The default backend
+   * runs everything synchronously and ignores it.
+   */
+  virtual Stream* set_current_stream(int device, Stream* stream) {
+    (void)device, (void)stream;
+    return nullptr;
+  }
   /** (optional) A new stream; the default runs everything synchronously. */
   virtual std::unique_ptr<Stream> new_stream(int device);
   /** (optional) A new event; the default records host time. */
