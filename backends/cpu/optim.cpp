@@ -12,10 +12,11 @@ template <class T> struct Adam {
     T* p = static_cast<T*>(c.outputs[0].data_ptr());
     T* m = static_cast<T*>(c.outputs[1].data_ptr());
     T* v = static_cast<T*>(c.outputs[2].data_ptr());
+    const kernels::AdamStep<C> step(c.attrs.optim);
     parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         C pc = static_cast<C>(p[i]), mc = static_cast<C>(m[i]), vc = static_cast<C>(v[i]);
-        kernels::AdamStep{}(pc, mc, vc, static_cast<C>(g[i]), c.attrs.optim);
+        step(pc, mc, vc, static_cast<C>(g[i]));
         p[i] = static_cast<T>(pc), m[i] = static_cast<T>(mc), v[i] = static_cast<T>(vc);
       }
     });
@@ -29,10 +30,11 @@ template <class T> struct Sgd {
     T* p = static_cast<T*>(c.outputs[0].data_ptr());
     T* buf = static_cast<T*>(c.outputs[1].data_ptr());
     const bool has_buf = c.attrs.optim.momentum != 0;
+    const kernels::SgdStep<C> step(c.attrs.optim);
     parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         C pc = static_cast<C>(p[i]), bc = has_buf ? static_cast<C>(buf[i]) : C(0);
-        kernels::SgdStep{}(pc, bc, static_cast<C>(g[i]), c.attrs.optim);
+        step(pc, bc, static_cast<C>(g[i]));
         p[i] = static_cast<T>(pc);
         if (has_buf) buf[i] = static_cast<T>(bc);
       }

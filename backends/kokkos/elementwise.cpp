@@ -136,10 +136,10 @@ void adam_op(const KernelCall& c) {
     T* m = ptr<T>(c.outputs[1]);
     T* v = ptr<T>(c.outputs[2]);
     const T* g = ptr<const T>(c.inputs[0]);
-    const OptimizerAttrs a = c.attrs.optim;
+    const kernels::AdamStep<C> step(c.attrs.optim);
     for_n("adam_update", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
       C pc = static_cast<C>(p[i]), mc = static_cast<C>(m[i]), vc = static_cast<C>(v[i]);
-      kernels::AdamStep{}(pc, mc, vc, static_cast<C>(g[i]), a);
+      step(pc, mc, vc, static_cast<C>(g[i]));
       p[i] = static_cast<T>(pc), m[i] = static_cast<T>(mc), v[i] = static_cast<T>(vc);
     });
   });
@@ -151,12 +151,13 @@ void sgd_op(const KernelCall& c) {
     T* p = ptr<T>(c.outputs[0]);
     T* buf = ptr<T>(c.outputs[1]);
     const T* g = ptr<const T>(c.inputs[0]);
-    const OptimizerAttrs a = c.attrs.optim;
+    const kernels::SgdStep<C> step(c.attrs.optim);
+    const bool has_buf = c.attrs.optim.momentum != 0;
     for_n("sgd_update", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
-      C pc = static_cast<C>(p[i]), bc = a.momentum != 0 ? static_cast<C>(buf[i]) : C(0);
-      kernels::SgdStep{}(pc, bc, static_cast<C>(g[i]), a);
+      C pc = static_cast<C>(p[i]), bc = has_buf ? static_cast<C>(buf[i]) : C(0);
+      step(pc, bc, static_cast<C>(g[i]));
       p[i] = static_cast<T>(pc);
-      if (a.momentum != 0) buf[i] = static_cast<T>(bc);
+      if (has_buf) buf[i] = static_cast<T>(bc);
     });
   });
 }
