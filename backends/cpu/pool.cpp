@@ -21,12 +21,50 @@ template <class F> void for_planes(int64_t planes, int64_t plane_work, F&& f) {
   });
 }
 
+// The CNN case, 2x2 windows with stride 2 and no padding or dilation: the four taps are
+// compared with branch-free selects (vectorisable), keeping the generic loop's rule that the
+// first NaN in scan order wins and the first maximum is taken on ties.
+template <class T> bool max_pool_2x2(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
+  const auto& a = g.a;
+  if (a.kernel[0] != 2 || a.kernel[1] != 2 || a.stride[0] != 2 || a.stride[1] != 2 || a.padding[0] != 0 || a.padding[1] != 0 ||
+      a.dilation[0] != 1 || a.dilation[1] != 1 || g.h < 2 * g.ho || g.w < 2 * g.wo) {
+    return false;
+  }
+  using C = compute_t<T>;
+  for_planes(g.planes, g.ho * g.wo * 4, [&](int64_t p) {
+    const T* xp = x + p * g.h * g.w;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const T* r0 = xp + (2 * oh) * g.w;
+      const T* r1 = r0 + g.w;
+      T* yo = y + (p * g.ho + oh) * g.wo;
+      int64_t* io = idx + (p * g.ho + oh) * g.wo;
+      const int64_t base = 2 * oh * g.w;
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        C best = static_cast<C>(r0[2 * ow]);
+        int64_t bi = base + 2 * ow;
+        const auto take = [&](C v, int64_t at) {
+          const bool t = best == best && (v > best || v != v);  // best NaN: stop; v NaN or larger: take
+          best = t ? v : best;
+          bi = t ? at : bi;
+        };
+        take(static_cast<C>(r0[2 * ow + 1]), base + 2 * ow + 1);
+        take(static_cast<C>(r1[2 * ow]), base + g.w + 2 * ow);
+        take(static_cast<C>(r1[2 * ow + 1]), base + g.w + 2 * ow + 1);
+        yo[ow] = static_cast<T>(best);
+        io[ow] = bi;
+      }
+    }
+  });
+  return true;
+}
+
 template <class T> void max_pool(const KernelCall& c) {
   using C = compute_t<T>;
   const PoolGeom g = geometry(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
   const T* x = static_cast<const T*>(c.inputs[0].data_ptr());
   T* y = static_cast<T*>(c.outputs[0].data_ptr());
   int64_t* idx = static_cast<int64_t*>(c.outputs[1].data_ptr());
+  if (max_pool_2x2(g, x, y, idx)) return;
   const auto& a = c.attrs;
   for_planes(g.planes, g.ho * g.wo * a.kernel[0] * a.kernel[1], [&](int64_t p) {
     const T* xp = x + p * g.h * g.w;
