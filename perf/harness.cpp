@@ -96,21 +96,30 @@ void print_row(const Record& r) {
   std::fflush(stdout);
 }
 
+// Every backend with a device (not the emulator), or the devices named with --backend
+// ("cuda" means its device 0; "cuda:1" a given device).
 std::vector<Device> selected_devices(const Options& o) {
   std::vector<Device> devs;
+  if (!o.backends.empty()) {
+    for (const std::string& want : o.backends) {
+      const Device d = Device::parse(want);
+      Backend* b = find_backend(d.type);
+      if (!b) throw Error(detail::concat("bench: backend '", want, "' is not in this build"));
+      if (b->device_count() <= d.index) {
+        std::printf("# %s: skipped, no device (%s)\n", want.c_str(), b->unavailable_reason().c_str());
+        continue;
+      }
+      devs.push_back(d);
+    }
+    return devs;
+  }
   for (Backend* b : registered_backends()) {
-    const std::string name = b->name();
-    const bool named = std::find(o.backends.begin(), o.backends.end(), name) != o.backends.end();
-    // The emulator verifies kernels; it is benchmarked only when asked for by name.
-    if (!o.backends.empty() ? !named : name == "emulated") continue;
+    if (b->device_type() == DeviceType::emulated) continue;  // it verifies kernels; bench it by name
     if (b->device_count() == 0) {
-      std::printf("# %s: skipped, no device (%s)\n", name.c_str(), b->unavailable_reason().c_str());
+      std::printf("# %s: skipped, no device (%s)\n", b->name(), b->unavailable_reason().c_str());
       continue;
     }
     devs.push_back(Device(b->device_type(), 0));
-  }
-  for (const std::string& want : o.backends) {
-    if (!find_backend(Device::parse(want).type)) throw Error(detail::concat("bench: backend '", want, "' is not in this build"));
   }
   return devs;
 }
