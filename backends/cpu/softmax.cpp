@@ -1,5 +1,6 @@
 // softmax / log_softmax along one axis: max, then sum of exp(x - max), per line.
 #include <cmath>
+#include <type_traits>
 
 #include "../common/dtype_dispatch.h"
 #include "line_plan.h"
@@ -19,6 +20,19 @@ template <bool kLog> void softmax_kernel(const KernelCall& c) {
       for (int64_t i = 0; i < lp.length; ++i) mx = std::max(mx, at(i));  // NaN handled by the sum below
       // An all -inf line would give (-inf) - (-inf) = NaN; shifting by 0 gives exp(-inf) = 0.
       if (!std::isfinite(mx)) mx = std::isnan(mx) ? mx : C(0);
+      auto out_at = [&](int64_t i) -> T& { return *reinterpret_cast<T*>(out + i * lp.out_step); };
+      if constexpr (!kLog && std::is_same_v<T, C>) {
+        // Full-precision outputs hold exp(x - max) between the passes: one exp per element.
+        double sum = 0;
+        for (int64_t i = 0; i < lp.length; ++i) {
+          const C e = kmath::exp(at(i) - mx);
+          out_at(i) = e;
+          sum += static_cast<double>(e);
+        }
+        const C inv = static_cast<C>(1.0 / sum);
+        for (int64_t i = 0; i < lp.length; ++i) out_at(i) = out_at(i) * inv;
+        return;
+      }
       double sum = 0;
       for (int64_t i = 0; i < lp.length; ++i) sum += static_cast<double>(kmath::exp(at(i) - mx));
       if constexpr (kLog) {
