@@ -13,153 +13,167 @@
 namespace tessera::kokkos {
 namespace {
 
-template <class Fn, DTypePolicy P> void unary_op(const KernelCall& c) {
+// Kernel bodies live in named function templates: nvcc rejects device lambdas defined inside
+// generic lambdas (the dtype dispatchers), so the dispatchers only call these.
+template <class Fn, class T> void unary_impl(const KernelCall& c) {
+  using C = compute_t<T>;
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
-  auto run = [&]<class T>() {
-    using C = compute_t<T>;
-    T* o = ptr<T>(out);
-    const T* a = ptr<const T>(x);
-    const auto ix = make_indexer<2>(out.shape(), {&out, &x});
-    if (ix.contiguous) {
-      for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = static_cast<T>(Fn{}(static_cast<C>(a[i]))); });
-      return;
-    }
-    for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) {
-      int64_t off[2];
-      ix.offsets(i, off);
-      o[off[0]] = static_cast<T>(Fn{}(static_cast<C>(a[off[1]])));
-    });
-  };
-  if constexpr (P == DTypePolicy::Float) backend_common::dispatch_float(x.dtype(), op_name(c.op).data(), run);
-  else backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), run);
+  T* o = ptr<T>(out);
+  const T* a = ptr<const T>(x);
+  const auto ix = make_indexer<2>(out.shape(), {&out, &x});
+  if (ix.contiguous) {
+    for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = static_cast<T>(Fn{}(static_cast<C>(a[i]))); });
+    return;
+  }
+  for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    o[off[0]] = static_cast<T>(Fn{}(static_cast<C>(a[off[1]])));
+  });
 }
 
-template <class Fn, DTypePolicy P> void binary_op(const KernelCall& c) {
+template <class Fn, DTypePolicy P> void unary_op(const KernelCall& c) {
+  auto run = [&]<class T>() { unary_impl<Fn, T>(c); };
+  if constexpr (P == DTypePolicy::Float) backend_common::dispatch_float(c.inputs[0].dtype(), op_name(c.op).data(), run);
+  else backend_common::dispatch_numeric(c.inputs[0].dtype(), op_name(c.op).data(), run);
+}
+
+template <class Fn, class T, class O> void binary_impl(const KernelCall& c) {
+  using C = compute_t<T>;
   const Tensor& ta = c.inputs[0];
   const Tensor& tb = c.inputs[1];
   Tensor& out = c.outputs[0];
   const char* name = op_name(c.op).data();
-  auto run = [&]<class T, class O>() {
-    using C = compute_t<T>;
-    O* o = ptr<O>(out);
-    const T* a = ptr<const T>(ta);
-    const T* b = ptr<const T>(tb);
-    const auto ix = make_indexer<3>(out.shape(), {&out, &ta, &tb});
-    if (ix.contiguous) {
-      for_n(name, out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = static_cast<O>(Fn{}(static_cast<C>(a[i]), static_cast<C>(b[i]))); });
-      return;
-    }
-    for_n(name, out.numel(), KOKKOS_LAMBDA(int64_t i) {
-      int64_t off[3];
-      ix.offsets(i, off);
-      o[off[0]] = static_cast<O>(Fn{}(static_cast<C>(a[off[1]]), static_cast<C>(b[off[2]])));
-    });
-  };
-  if constexpr (P == DTypePolicy::Arith) {
-    backend_common::dispatch_numeric(ta.dtype(), name, [&]<class T>() { run.template operator()<T, T>(); });
-  } else if constexpr (P == DTypePolicy::TrueDiv) {
-    backend_common::dispatch_float(ta.dtype(), name, [&]<class T>() { run.template operator()<T, T>(); });
-  } else if constexpr (P == DTypePolicy::Compare) {
-    backend_common::dispatch_all(ta.dtype(), name, [&]<class T>() { run.template operator()<T, bool>(); });
-  } else {
-    run.template operator()<bool, bool>();
+  O* o = ptr<O>(out);
+  const T* a = ptr<const T>(ta);
+  const T* b = ptr<const T>(tb);
+  const auto ix = make_indexer<3>(out.shape(), {&out, &ta, &tb});
+  if (ix.contiguous) {
+    for_n(name, out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = static_cast<O>(Fn{}(static_cast<C>(a[i]), static_cast<C>(b[i]))); });
+    return;
   }
-}
-
-void where_op(const KernelCall& c) {
-  Tensor& out = c.outputs[0];
-  backend_common::dispatch_all(out.dtype(), "where", [&]<class T>() {
-    T* o = ptr<T>(out);
-    const bool* cond = ptr<const bool>(c.inputs[0]);
-    const T* a = ptr<const T>(c.inputs[1]);
-    const T* b = ptr<const T>(c.inputs[2]);
-    const auto ix = make_indexer<4>(out.shape(), {&out, &c.inputs[0], &c.inputs[1], &c.inputs[2]});
-    for_n("where", out.numel(), KOKKOS_LAMBDA(int64_t i) {
-      int64_t off[4];
-      ix.offsets(i, off);
-      o[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
-    });
+  for_n(name, out.numel(), KOKKOS_LAMBDA(int64_t i) {
+    int64_t off[3];
+    ix.offsets(i, off);
+    o[off[0]] = static_cast<O>(Fn{}(static_cast<C>(a[off[1]]), static_cast<C>(b[off[2]])));
   });
 }
 
+template <class Fn, DTypePolicy P> void binary_op(const KernelCall& c) {
+  const char* name = op_name(c.op).data();
+  const DType dt = c.inputs[0].dtype();
+  if constexpr (P == DTypePolicy::Arith) {
+    backend_common::dispatch_numeric(dt, name, [&]<class T>() { binary_impl<Fn, T, T>(c); });
+  } else if constexpr (P == DTypePolicy::TrueDiv) {
+    backend_common::dispatch_float(dt, name, [&]<class T>() { binary_impl<Fn, T, T>(c); });
+  } else if constexpr (P == DTypePolicy::Compare) {
+    backend_common::dispatch_all(dt, name, [&]<class T>() { binary_impl<Fn, T, bool>(c); });
+  } else {
+    binary_impl<Fn, bool, bool>(c);
+  }
+}
+
+template <class T> void where_impl(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  T* o = ptr<T>(out);
+  const bool* cond = ptr<const bool>(c.inputs[0]);
+  const T* a = ptr<const T>(c.inputs[1]);
+  const T* b = ptr<const T>(c.inputs[2]);
+  const auto ix = make_indexer<4>(out.shape(), {&out, &c.inputs[0], &c.inputs[1], &c.inputs[2]});
+  for_n("where", out.numel(), KOKKOS_LAMBDA(int64_t i) {
+    int64_t off[4];
+    ix.offsets(i, off);
+    o[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+  });
+}
+void where_op(const KernelCall& c) {
+  backend_common::dispatch_all(c.outputs[0].dtype(), "where", [&]<class T>() { where_impl<T>(c); });
+}
+
+template <class D, class S> void copy_impl(const Tensor& src, Tensor& dst) {
+  D* o = ptr<D>(dst);
+  const S* s = ptr<const S>(src);
+  const auto ix = make_indexer<2>(dst.shape(), {&dst, &src});
+  for_n("copy", dst.numel(), KOKKOS_LAMBDA(int64_t i) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    o[off[0]] = kernels::convert<D, S>(s[off[1]]);
+  });
+}
 void copy_op(const KernelCall& c) {
   const Tensor& src = c.inputs[0];
   Tensor& dst = c.outputs[0];
   backend_common::dispatch_all(dst.dtype(), "copy", [&]<class D>() {
-    backend_common::dispatch_all(src.dtype(), "copy", [&]<class S>() {
-      D* o = ptr<D>(dst);
-      const S* s = ptr<const S>(src);
-      const auto ix = make_indexer<2>(dst.shape(), {&dst, &src});
-      for_n("copy", dst.numel(), KOKKOS_LAMBDA(int64_t i) {
-        int64_t off[2];
-        ix.offsets(i, off);
-        o[off[0]] = kernels::convert<D, S>(s[off[1]]);
-      });
-    });
+    backend_common::dispatch_all(src.dtype(), "copy", [&]<class S>() { copy_impl<D, S>(src, dst); });
   });
 }
 
-void fill_op(const KernelCall& c) {
-  Tensor& dst = c.outputs[0];
-  backend_common::dispatch_all(dst.dtype(), "fill", [&]<class T>() {
-    T* o = ptr<T>(dst);
-    const T value = kernels::from_double<T>(c.attrs.scalar);
-    const auto ix = make_indexer<1>(dst.shape(), {&dst});
-    for_n("fill", dst.numel(), KOKKOS_LAMBDA(int64_t i) {
-      int64_t off[1];
-      ix.offsets(i, off);
-      o[off[0]] = value;
-    });
+template <class T> void fill_impl(Tensor& dst, double scalar) {
+  T* o = ptr<T>(dst);
+  const T value = kernels::from_double<T>(scalar);
+  const auto ix = make_indexer<1>(dst.shape(), {&dst});
+  for_n("fill", dst.numel(), KOKKOS_LAMBDA(int64_t i) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    o[off[0]] = value;
   });
+}
+void fill_op(const KernelCall& c) {
+  backend_common::dispatch_all(c.outputs[0].dtype(), "fill", [&]<class T>() { fill_impl<T>(c.outputs[0], c.attrs.scalar); });
 }
 
 using kernels::RandomKind;
 
-template <RandomKind K> void random_op(const KernelCall& c) {
+template <class T, RandomKind K> void random_impl(const KernelCall& c) {
   Tensor& out = c.outputs[0];
   const uint64_t seed = c.attrs.seed, offset = c.attrs.offset;
   const double a = c.attrs.scalar, b = c.attrs.scalar2;
-  auto run = [&]<class T>() {
-    T* o = ptr<T>(out);
-    for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::random_draw<T, K>(seed, offset, i, a, b); });
-  };
-  if constexpr (K == RandomKind::uniform || K == RandomKind::normal) backend_common::dispatch_float(out.dtype(), op_name(c.op).data(), run);
-  else if constexpr (K == RandomKind::integer) backend_common::dispatch_numeric(out.dtype(), "randint", run);
-  else backend_common::dispatch_all(out.dtype(), "bernoulli", run);
+  T* o = ptr<T>(out);
+  for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::random_draw<T, K>(seed, offset, i, a, b); });
 }
 
+template <RandomKind K> void random_op(const KernelCall& c) {
+  const DType dt = c.outputs[0].dtype();
+  auto run = [&]<class T>() { random_impl<T, K>(c); };
+  if constexpr (K == RandomKind::uniform || K == RandomKind::normal) backend_common::dispatch_float(dt, op_name(c.op).data(), run);
+  else if constexpr (K == RandomKind::integer) backend_common::dispatch_numeric(dt, "randint", run);
+  else backend_common::dispatch_all(dt, "bernoulli", run);
+}
+
+template <class T> void adam_impl(const KernelCall& c) {
+  using C = compute_t<T>;
+  T* p = ptr<T>(c.outputs[0]);
+  T* m = ptr<T>(c.outputs[1]);
+  T* v = ptr<T>(c.outputs[2]);
+  const T* g = ptr<const T>(c.inputs[0]);
+  const kernels::AdamStep<C> step(c.attrs.optim);
+  for_n("adam_update", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
+    C pc = static_cast<C>(p[i]), mc = static_cast<C>(m[i]), vc = static_cast<C>(v[i]);
+    step(pc, mc, vc, static_cast<C>(g[i]));
+    p[i] = static_cast<T>(pc), m[i] = static_cast<T>(mc), v[i] = static_cast<T>(vc);
+  });
+}
 void adam_op(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "adam_update", [&]<class T>() {
-    using C = compute_t<T>;
-    T* p = ptr<T>(c.outputs[0]);
-    T* m = ptr<T>(c.outputs[1]);
-    T* v = ptr<T>(c.outputs[2]);
-    const T* g = ptr<const T>(c.inputs[0]);
-    const kernels::AdamStep<C> step(c.attrs.optim);
-    for_n("adam_update", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
-      C pc = static_cast<C>(p[i]), mc = static_cast<C>(m[i]), vc = static_cast<C>(v[i]);
-      step(pc, mc, vc, static_cast<C>(g[i]));
-      p[i] = static_cast<T>(pc), m[i] = static_cast<T>(mc), v[i] = static_cast<T>(vc);
-    });
-  });
+  backend_common::dispatch_float(c.outputs[0].dtype(), "adam_update", [&]<class T>() { adam_impl<T>(c); });
 }
 
-void sgd_op(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "sgd_update", [&]<class T>() {
-    using C = compute_t<T>;
-    T* p = ptr<T>(c.outputs[0]);
-    T* buf = ptr<T>(c.outputs[1]);
-    const T* g = ptr<const T>(c.inputs[0]);
-    const kernels::SgdStep<C> step(c.attrs.optim);
-    const bool has_buf = c.attrs.optim.momentum != 0;
-    for_n("sgd_update", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
-      C pc = static_cast<C>(p[i]), bc = has_buf ? static_cast<C>(buf[i]) : C(0);
-      step(pc, bc, static_cast<C>(g[i]));
-      p[i] = static_cast<T>(pc);
-      if (has_buf) buf[i] = static_cast<T>(bc);
-    });
+template <class T> void sgd_impl(const KernelCall& c) {
+  using C = compute_t<T>;
+  T* p = ptr<T>(c.outputs[0]);
+  T* buf = ptr<T>(c.outputs[1]);
+  const T* g = ptr<const T>(c.inputs[0]);
+  const kernels::SgdStep<C> step(c.attrs.optim);
+  const bool has_buf = c.attrs.optim.momentum != 0;
+  for_n("sgd_update", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
+    C pc = static_cast<C>(p[i]), bc = has_buf ? static_cast<C>(buf[i]) : C(0);
+    step(pc, bc, static_cast<C>(g[i]));
+    p[i] = static_cast<T>(pc);
+    if (has_buf) buf[i] = static_cast<T>(bc);
   });
+}
+void sgd_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), "sgd_update", [&]<class T>() { sgd_impl<T>(c); });
 }
 }  // namespace
 

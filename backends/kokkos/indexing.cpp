@@ -10,22 +10,25 @@ using backend_common::along_axis_view;
 using backend_common::check_bounds;
 using backend_common::dispatch_index;
 
+// Kernel bodies are named templates: nvcc allows no device lambda inside a generic lambda.
+template <class T, class I> void gather_impl(Tensor& out, const Tensor& index, const Tensor& xview, int64_t axis_stride, const char* op) {
+  T* o = ptr<T>(out);
+  const I* idx = ptr<const I>(index);
+  const T* src = ptr<const T>(xview);
+  const auto ix = make_indexer<3>(out.shape(), {&out, &index, &xview});
+  for_n(op, out.numel(), KOKKOS_LAMBDA(int64_t i) {
+    int64_t off[3];
+    ix.offsets(i, off);
+    o[off[0]] = src[off[2] + static_cast<int64_t>(idx[off[1]]) * axis_stride];
+  });
+}
+
 void gather_into(Tensor& out, const Tensor& x, const Tensor& index, int64_t axis, const char* op, bool checked) {
   if (!checked) check_bounds(index, x.dim() ? x.size(axis) : 1, op, axis);
   int64_t axis_stride = 0;
   const Tensor xview = along_axis_view(x, out.shape(), axis, axis_stride);
   backend_common::dispatch_all(x.dtype(), op, [&]<class T>() {
-    dispatch_index(index.dtype(), [&]<class I>() {
-      T* o = ptr<T>(out);
-      const I* idx = ptr<const I>(index);
-      const T* src = ptr<const T>(xview);
-      const auto ix = make_indexer<3>(out.shape(), {&out, &index, &xview});
-      for_n(op, out.numel(), KOKKOS_LAMBDA(int64_t i) {
-        int64_t off[3];
-        ix.offsets(i, off);
-        o[off[0]] = src[off[2] + static_cast<int64_t>(idx[off[1]]) * axis_stride];
-      });
-    });
+    dispatch_index(index.dtype(), [&]<class I>() { gather_impl<T, I>(out, index, xview, axis_stride, op); });
   });
 }
 
@@ -36,6 +39,18 @@ void index_select_op(const KernelCall& c) {
 
 void gather_op(const KernelCall& c) { gather_into(c.outputs[0], c.inputs[0], c.inputs[1], c.attrs.axis, "gather", false); }
 
+template <class T, class I> void scatter_add_impl(const Tensor& xview, const Tensor& index, const Tensor& src, int64_t axis_stride) {
+  T* dst = ptr<T>(xview);
+  const I* idx = ptr<const I>(index);
+  const T* s = ptr<const T>(src);
+  const auto ix = make_indexer<3>(index.shape(), {&xview, &index, &src});
+  for_n("scatter_add", index.numel(), KOKKOS_LAMBDA(int64_t i) {
+    int64_t off[3];
+    ix.offsets(i, off);
+    Kokkos::atomic_add(dst + off[0] + static_cast<int64_t>(idx[off[1]]) * axis_stride, s[off[2]]);
+  });
+}
+
 void scatter_add_op(const KernelCall& c) {
   const Tensor& index = c.inputs[0];
   const Tensor& src = c.inputs[1];
@@ -45,17 +60,7 @@ void scatter_add_op(const KernelCall& c) {
   int64_t axis_stride = 0;
   const Tensor xview = along_axis_view(x, index.shape(), axis, axis_stride);
   auto run = [&]<class T>() {
-    dispatch_index(index.dtype(), [&]<class I>() {
-      T* dst = ptr<T>(xview);
-      const I* idx = ptr<const I>(index);
-      const T* s = ptr<const T>(src);
-      const auto ix = make_indexer<3>(index.shape(), {&xview, &index, &src});
-      for_n("scatter_add", index.numel(), KOKKOS_LAMBDA(int64_t i) {
-        int64_t off[3];
-        ix.offsets(i, off);
-        Kokkos::atomic_add(dst + off[0] + static_cast<int64_t>(idx[off[1]]) * axis_stride, s[off[2]]);
-      });
-    });
+    dispatch_index(index.dtype(), [&]<class I>() { scatter_add_impl<T, I>(xview, index, src, axis_stride); });
   };
   switch (x.dtype()) {
     case DType::f32: run.template operator()<float>(); break;

@@ -80,6 +80,10 @@ struct MatmulArgs {
 template <class T> void run_gemm(const char* name, const T* a, const T* b, T* c, const T* bias, const MatmulArgs g, const Tiles t, int64_t batches) {
   using Acc = acc_t<T>;
   launch_tiles<Acc>(name, t, batches, KOKKOS_LAMBDA(const Team& team, int64_t bi, int64_t ti, int64_t tj) {
+    // Captures are first used outside the `if constexpr` below (an nvcc rule for device lambdas).
+    const T* bias_p = bias;
+    const int64_t bias_stride = g.bias_stride, ldc = g.ldc;
+    const Activation act = g.act;
     int64_t off[3];
     g.batch.offsets(bi, off);
     const T* ab = a + off[0];
@@ -90,10 +94,10 @@ template <class T> void run_gemm(const char* name, const T* a, const T* b, T* c,
         [&](int64_t q, int64_t col) { return static_cast<compute_t<T>>(bb[q * g.brs + col * g.bcs]); },
         [&](int64_t r, int64_t col, Acc acc) {
           if constexpr (kernels::is_float_like_v<T>) {
-            if (bias) acc += static_cast<Acc>(static_cast<compute_t<T>>(bias[col * g.bias_stride]));
-            cb[r * g.ldc + col] = static_cast<T>(kernels::apply_activation(g.act, acc));
+            if (bias_p) acc += static_cast<Acc>(static_cast<compute_t<T>>(bias_p[col * bias_stride]));
+            cb[r * ldc + col] = static_cast<T>(kernels::apply_activation(act, acc));
           } else {
-            cb[r * g.ldc + col] = static_cast<T>(acc);
+            cb[r * ldc + col] = static_cast<T>(acc);
           }
         });
   });
@@ -169,58 +173,60 @@ template <class F> void conv_dispatch(DType dt, const char* op, F&& f) {
 
 Tiles tiles(const ConvGemm& g) { return tiles(g.m, g.n, g.k); }
 
-void conv_fwd(const KernelCall& c) {
-  Tensor& out = c.outputs[0];
-  const ConvDims d = conv_dims(c.inputs[0].shape(), c.inputs[1].shape(), out.shape(), c.attrs);
-  const Tiles t = tiles(fwd_gemm(d));
-  conv_dispatch(out.dtype(), "conv2d", [&]<class T>() {
-    const T* x = ptr<const T>(c.inputs[0]);
-    const T* w = ptr<const T>(c.inputs[1]);
-    const T* bias = opt<T>(c.inputs[2]);
-    T* y = ptr<T>(out);
-    launch_tiles<T>("conv2d", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
-      const int64_t og = d.o / d.groups;
-      team_gemm_tile<T>(
-          team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t q) { return w[(g * og + oo) * t.k + q]; },
-          [&](int64_t q, int64_t col) { return im2col_at<T>(d, x, g, q, col); },
-          [&](int64_t oo, int64_t col, T acc) { y[fwd_out_offset(d, g, oo, col)] = bias ? acc + bias[g * og + oo] : acc; });
-    });
+// The convolution bodies are named templates: nvcc allows no device lambda inside the
+// generic lambda of the dtype dispatch.
+template <class T> void conv_fwd_impl(const KernelCall& c, const ConvDims d, const Tiles t) {
+  const T* x = ptr<const T>(c.inputs[0]);
+  const T* w = ptr<const T>(c.inputs[1]);
+  const T* bias = opt<T>(c.inputs[2]);
+  T* y = ptr<T>(c.outputs[0]);
+  launch_tiles<T>("conv2d", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
+    const int64_t og = d.o / d.groups;
+    team_gemm_tile<T>(
+        team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t q) { return w[(g * og + oo) * t.k + q]; },
+        [&](int64_t q, int64_t col) { return im2col_at<T>(d, x, g, q, col); },
+        [&](int64_t oo, int64_t col, T acc) { y[fwd_out_offset(d, g, oo, col)] = bias ? acc + bias[g * og + oo] : acc; });
   });
+}
+
+template <class T> void conv_dgrad_impl(const KernelCall& c, const ConvDims d, const Tiles t) {
+  const T* gout = ptr<const T>(c.inputs[0]);
+  const T* w = ptr<const T>(c.inputs[1]);
+  T* dx = ptr<T>(c.outputs[0]);
+  launch_tiles<T>("conv2d_input_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
+    team_gemm_tile<T>(
+        team, t.m, t.n, t.k, ti, tj, [&](int64_t ci, int64_t q) { return dgrad_w_at<T>(d, w, g, ci, q); },
+        [&](int64_t q, int64_t col) { return dgrad_gout_at<T>(d, gout, g, q, col); },
+        [&](int64_t ci, int64_t col, T acc) { dx[dgrad_dx_offset(d, g, ci, col)] = acc; });
+  });
+}
+
+template <class T> void conv_wgrad_impl(const KernelCall& c, const ConvDims d, const Tiles t) {
+  const T* gout = ptr<const T>(c.inputs[0]);
+  const T* x = ptr<const T>(c.inputs[1]);
+  T* dw = ptr<T>(c.outputs[0]);
+  launch_tiles<T>("conv2d_weight_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
+    const int64_t og = d.o / d.groups;
+    team_gemm_tile<T>(
+        team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t r) { return wgrad_gout_at<T>(d, gout, g, oo, r); },
+        [&](int64_t r, int64_t q) { return im2col_at<T>(d, x, g, q, r); },
+        [&](int64_t oo, int64_t q, T acc) { dw[(g * og + oo) * t.n + q] = acc; });
+  });
+}
+
+void conv_fwd(const KernelCall& c) {
+  const ConvDims d = conv_dims(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), c.attrs);
+  conv_dispatch(c.outputs[0].dtype(), "conv2d", [&]<class T>() { conv_fwd_impl<T>(c, d, tiles(fwd_gemm(d))); });
 }
 
 void conv_dgrad(const KernelCall& c) {
-  Tensor& gx = c.outputs[0];
-  const ConvDims d = conv_dims(gx.shape(), c.inputs[1].shape(), c.inputs[0].shape(), c.attrs);
-  const Tiles t = tiles(dgrad_gemm(d));
-  conv_dispatch(gx.dtype(), "conv2d_input_grad", [&]<class T>() {
-    const T* gout = ptr<const T>(c.inputs[0]);
-    const T* w = ptr<const T>(c.inputs[1]);
-    T* dx = ptr<T>(gx);
-    launch_tiles<T>("conv2d_input_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
-      team_gemm_tile<T>(
-          team, t.m, t.n, t.k, ti, tj, [&](int64_t ci, int64_t q) { return dgrad_w_at<T>(d, w, g, ci, q); },
-          [&](int64_t q, int64_t col) { return dgrad_gout_at<T>(d, gout, g, q, col); },
-          [&](int64_t ci, int64_t col, T acc) { dx[dgrad_dx_offset(d, g, ci, col)] = acc; });
-    });
-  });
+  const ConvDims d = conv_dims(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), c.attrs);
+  conv_dispatch(c.outputs[0].dtype(), "conv2d_input_grad", [&]<class T>() { conv_dgrad_impl<T>(c, d, tiles(dgrad_gemm(d))); });
 }
 
 void conv_wgrad(const KernelCall& c) {
-  Tensor& gw = c.outputs[0];
-  const ConvDims d = conv_dims(c.inputs[1].shape(), gw.shape(), c.inputs[0].shape(), c.attrs);
-  const Tiles t = tiles(wgrad_gemm(d));
-  conv_dispatch(gw.dtype(), "conv2d_weight_grad", [&]<class T>() {
-    const T* gout = ptr<const T>(c.inputs[0]);
-    const T* x = ptr<const T>(c.inputs[1]);
-    T* dw = ptr<T>(gw);
-    launch_tiles<T>("conv2d_weight_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
-      const int64_t og = d.o / d.groups;
-      team_gemm_tile<T>(
-          team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t r) { return wgrad_gout_at<T>(d, gout, g, oo, r); },
-          [&](int64_t r, int64_t q) { return im2col_at<T>(d, x, g, q, r); },
-          [&](int64_t oo, int64_t q, T acc) { dw[(g * og + oo) * t.n + q] = acc; });
-    });
-  });
+  const ConvDims d = conv_dims(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
+  conv_dispatch(c.outputs[0].dtype(), "conv2d_weight_grad", [&]<class T>() { conv_wgrad_impl<T>(c, d, tiles(wgrad_gemm(d))); });
 }
 }  // namespace
 

@@ -16,158 +16,200 @@ using namespace backend_common::nn;
 template <class T> using acc_t = compute_t<T>;
 template <class T> using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+template <class T> void max_pool_impl(const KernelCall& c) {
+  const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
+  const T* x = ptr<const T>(c.inputs[0]);
+  T* y = ptr<T>(c.outputs[0]);
+  int64_t* idx = ptr<int64_t>(c.outputs[1]);
+  for_n("max_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { max_pool_at<acc_t<T>>(d, x, i, y, idx); });
+}
 void max_pool(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "max_pool2d", [&]<class T>() {
-    const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
-    const T* x = ptr<const T>(c.inputs[0]);
-    T* y = ptr<T>(c.outputs[0]);
-    int64_t* idx = ptr<int64_t>(c.outputs[1]);
-    for_n("max_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { max_pool_at<acc_t<T>>(d, x, i, y, idx); });
-  });
+  backend_common::dispatch_float(c.outputs[0].dtype(), "max_pool2d", [&]<class T>() { max_pool_impl<T>(c); });
+}
+template <class T> void max_pool_bwd_impl(const KernelCall& c) {
+  const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
+  const T* g = ptr<const T>(c.inputs[0]);
+  const int64_t* idx = ptr<const int64_t>(c.inputs[1]);
+  T* gx = ptr<T>(c.outputs[0]);
+  for_n("max_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { max_pool_bwd_plane<acc_t<T>>(d, g, idx, gx, p); });
 }
 void max_pool_bwd(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "max_pool2d_backward", [&]<class T>() {
-    const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
-    const T* g = ptr<const T>(c.inputs[0]);
-    const int64_t* idx = ptr<const int64_t>(c.inputs[1]);
-    T* gx = ptr<T>(c.outputs[0]);
-    for_n("max_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { max_pool_bwd_plane<acc_t<T>>(d, g, idx, gx, p); });
-  });
+  backend_common::dispatch_float(c.outputs[0].dtype(), "max_pool2d_backward", [&]<class T>() { max_pool_bwd_impl<T>(c); });
+}
+template <class T> void avg_pool_impl(const KernelCall& c) {
+  const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
+  const T* x = ptr<const T>(c.inputs[0]);
+  T* y = ptr<T>(c.outputs[0]);
+  for_n("avg_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { avg_pool_at<acc_t<T>>(d, x, i, y); });
 }
 void avg_pool(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "avg_pool2d", [&]<class T>() {
-    const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
-    const T* x = ptr<const T>(c.inputs[0]);
-    T* y = ptr<T>(c.outputs[0]);
-    for_n("avg_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { avg_pool_at<acc_t<T>>(d, x, i, y); });
-  });
+  backend_common::dispatch_float(c.outputs[0].dtype(), "avg_pool2d", [&]<class T>() { avg_pool_impl<T>(c); });
+}
+template <class T> void avg_pool_bwd_impl(const KernelCall& c) {
+  const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
+  const T* g = ptr<const T>(c.inputs[0]);
+  T* gx = ptr<T>(c.outputs[0]);
+  for_n("avg_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { avg_pool_bwd_plane<acc_t<T>>(d, g, gx, p); });
 }
 void avg_pool_bwd(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "avg_pool2d_backward", [&]<class T>() {
-    const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
-    const T* g = ptr<const T>(c.inputs[0]);
-    T* gx = ptr<T>(c.outputs[0]);
-    for_n("avg_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { avg_pool_bwd_plane<acc_t<T>>(d, g, gx, p); });
-  });
+  backend_common::dispatch_float(c.outputs[0].dtype(), "avg_pool2d_backward", [&]<class T>() { avg_pool_bwd_impl<T>(c); });
 }
 
 // x [N, C, S]; a team per channel.
+template <class T> void bn_fwd_impl(const KernelCall& c) {
+  const Tensor& xt = c.inputs[0];
+  using S = stat_t<T>;
+  const int64_t n = xt.size(0), ch = xt.size(1), sp = xt.size(2), m = n * sp;
+  const T *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[1]), *beta = opt<T>(c.inputs[2]);
+  T* y = ptr<T>(c.outputs[0]);
+  S *mean = ptr<S>(c.outputs[1]), *invstd = ptr<S>(c.outputs[2]);
+  const double eps = c.attrs.scalar;
+  if (ch == 0) return;
+  Kokkos::parallel_for("batch_norm", rows_policy(ch), KOKKOS_LAMBDA(const Team& team) {
+    const int64_t k = team.league_rank();
+    const auto at = [&](int64_t i) { return ((i / sp) * ch + k) * sp + i % sp; };
+    const double mu = team_sum(team, m, [&](int64_t i) { return ld(x, at(i)); }) / static_cast<double>(m);
+    const double var = team_sum(team, m, [&](int64_t i) { return (ld(x, at(i)) - mu) * (ld(x, at(i)) - mu); }) / static_cast<double>(m);
+    const double inv = 1.0 / kmath::sqrt(var + eps);
+    const double scale = inv * (gamma ? ld(gamma, k) : 1.0), shift = (beta ? ld(beta, k) : 0.0) - mu * scale;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m),
+                         [&](int64_t i) { y[at(i)] = static_cast<T>(static_cast<compute_t<T>>(ld(x, at(i)) * scale + shift)); });
+    Kokkos::single(Kokkos::PerTeam(team), [&] { mean[k] = static_cast<S>(mu), invstd[k] = static_cast<S>(inv); });
+  });
+}
 void bn_fwd(const KernelCall& c) {
   const Tensor& xt = c.inputs[0];
-  backend_common::dispatch_float(xt.dtype(), "batch_norm", [&]<class T>() {
-    using S = stat_t<T>;
-    const int64_t n = xt.size(0), ch = xt.size(1), sp = xt.size(2), m = n * sp;
-    const T *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[1]), *beta = opt<T>(c.inputs[2]);
-    T* y = ptr<T>(c.outputs[0]);
-    S *mean = ptr<S>(c.outputs[1]), *invstd = ptr<S>(c.outputs[2]);
-    const double eps = c.attrs.scalar;
-    if (ch == 0) return;
-    Kokkos::parallel_for("batch_norm", rows_policy(ch), KOKKOS_LAMBDA(const Team& team) {
-      const int64_t k = team.league_rank();
-      const auto at = [&](int64_t i) { return ((i / sp) * ch + k) * sp + i % sp; };
-      const double mu = team_sum(team, m, [&](int64_t i) { return ld(x, at(i)); }) / static_cast<double>(m);
-      const double var = team_sum(team, m, [&](int64_t i) { return (ld(x, at(i)) - mu) * (ld(x, at(i)) - mu); }) / static_cast<double>(m);
-      const double inv = 1.0 / kmath::sqrt(var + eps);
-      const double scale = inv * (gamma ? ld(gamma, k) : 1.0), shift = (beta ? ld(beta, k) : 0.0) - mu * scale;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m),
-                           [&](int64_t i) { y[at(i)] = static_cast<T>(static_cast<compute_t<T>>(ld(x, at(i)) * scale + shift)); });
-      Kokkos::single(Kokkos::PerTeam(team), [&] { mean[k] = static_cast<S>(mu), invstd[k] = static_cast<S>(inv); });
+  backend_common::dispatch_float(xt.dtype(), "batch_norm", [&]<class T>() { bn_fwd_impl<T>(c); });
+}
+
+template <class T> void bn_bwd_impl(const KernelCall& c) {
+  const Tensor& xt = c.inputs[1];
+  using S = stat_t<T>;
+  const int64_t n = xt.size(0), ch = xt.size(1), sp = xt.size(2), m = n * sp;
+  const T *g = ptr<const T>(c.inputs[0]), *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[2]);
+  const S *mean = ptr<const S>(c.inputs[3]), *invstd = ptr<const S>(c.inputs[4]);
+  T *dx = ptr<T>(c.outputs[0]), *dgamma = ptr<T>(c.outputs[1]), *dbeta = ptr<T>(c.outputs[2]);
+  if (ch == 0) return;
+  Kokkos::parallel_for("batch_norm_backward", rows_policy(ch), KOKKOS_LAMBDA(const Team& team) {
+    const int64_t k = team.league_rank();
+    const auto at = [&](int64_t i) { return ((i / sp) * ch + k) * sp + i % sp; };
+    const double mu = static_cast<double>(mean[k]), inv = static_cast<double>(invstd[k]);
+    const double sdy = team_sum(team, m, [&](int64_t i) { return ld(g, at(i)); });
+    const double sdyx = team_sum(team, m, [&](int64_t i) { return ld(g, at(i)) * (ld(x, at(i)) - mu) * inv; });
+    const double gam = gamma ? ld(gamma, k) : 1.0, dm = static_cast<double>(m);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](int64_t i) {
+      const double xhat = (ld(x, at(i)) - mu) * inv;
+      dx[at(i)] = static_cast<T>(static_cast<compute_t<T>>(gam * inv / dm * (dm * ld(g, at(i)) - sdy - xhat * sdyx)));
+    });
+    Kokkos::single(Kokkos::PerTeam(team), [&] {
+      dgamma[k] = static_cast<T>(static_cast<compute_t<T>>(sdyx)), dbeta[k] = static_cast<T>(static_cast<compute_t<T>>(sdy));
     });
   });
 }
-
 void bn_bwd(const KernelCall& c) {
   const Tensor& xt = c.inputs[1];
-  backend_common::dispatch_float(xt.dtype(), "batch_norm_backward", [&]<class T>() {
-    using S = stat_t<T>;
-    const int64_t n = xt.size(0), ch = xt.size(1), sp = xt.size(2), m = n * sp;
-    const T *g = ptr<const T>(c.inputs[0]), *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[2]);
-    const S *mean = ptr<const S>(c.inputs[3]), *invstd = ptr<const S>(c.inputs[4]);
-    T *dx = ptr<T>(c.outputs[0]), *dgamma = ptr<T>(c.outputs[1]), *dbeta = ptr<T>(c.outputs[2]);
-    if (ch == 0) return;
-    Kokkos::parallel_for("batch_norm_backward", rows_policy(ch), KOKKOS_LAMBDA(const Team& team) {
-      const int64_t k = team.league_rank();
-      const auto at = [&](int64_t i) { return ((i / sp) * ch + k) * sp + i % sp; };
-      const double mu = static_cast<double>(mean[k]), inv = static_cast<double>(invstd[k]);
-      const double sdy = team_sum(team, m, [&](int64_t i) { return ld(g, at(i)); });
-      const double sdyx = team_sum(team, m, [&](int64_t i) { return ld(g, at(i)) * (ld(x, at(i)) - mu) * inv; });
-      const double gam = gamma ? ld(gamma, k) : 1.0, dm = static_cast<double>(m);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](int64_t i) {
-        const double xhat = (ld(x, at(i)) - mu) * inv;
-        dx[at(i)] = static_cast<T>(static_cast<compute_t<T>>(gam * inv / dm * (dm * ld(g, at(i)) - sdy - xhat * sdyx)));
-      });
-      Kokkos::single(Kokkos::PerTeam(team), [&] {
-        dgamma[k] = static_cast<T>(static_cast<compute_t<T>>(sdyx)), dbeta[k] = static_cast<T>(static_cast<compute_t<T>>(sdy));
-      });
-    });
-  });
+  backend_common::dispatch_float(xt.dtype(), "batch_norm_backward", [&]<class T>() { bn_bwd_impl<T>(c); });
 }
 
 // x [M, D]; a team per row.
-void ln_fwd(const KernelCall& c) {
+template <class T> void ln_fwd_impl(const KernelCall& c) {
   const Tensor& xt = c.inputs[0];
-  backend_common::dispatch_float(xt.dtype(), "layer_norm", [&]<class T>() {
-    using S = stat_t<T>;
-    const int64_t rows = xt.size(0), d = xt.size(1);
-    const T *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[1]), *beta = opt<T>(c.inputs[2]);
-    T* y = ptr<T>(c.outputs[0]);
-    S *mean = ptr<S>(c.outputs[1]), *rstd = ptr<S>(c.outputs[2]);
-    const double eps = c.attrs.scalar;
-    if (rows == 0) return;
-    Kokkos::parallel_for("layer_norm", rows_policy(rows), KOKKOS_LAMBDA(const Team& team) {
-      const int64_t r = team.league_rank();
-      const T* xr = x + r * d;
-      const double mu = team_sum(team, d, [&](int64_t j) { return ld(xr, j); }) / static_cast<double>(d);
-      const double var = team_sum(team, d, [&](int64_t j) { return (ld(xr, j) - mu) * (ld(xr, j) - mu); }) / static_cast<double>(d);
-      const double rs = 1.0 / kmath::sqrt(var + eps);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](int64_t j) {
-        double v = (ld(xr, j) - mu) * rs;
-        if (gamma) v *= ld(gamma, j);
-        if (beta) v += ld(beta, j);
-        y[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(v));
-      });
-      Kokkos::single(Kokkos::PerTeam(team), [&] { mean[r] = static_cast<S>(mu), rstd[r] = static_cast<S>(rs); });
+  using S = stat_t<T>;
+  const int64_t rows = xt.size(0), d = xt.size(1);
+  const T *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[1]), *beta = opt<T>(c.inputs[2]);
+  T* y = ptr<T>(c.outputs[0]);
+  S *mean = ptr<S>(c.outputs[1]), *rstd = ptr<S>(c.outputs[2]);
+  const double eps = c.attrs.scalar;
+  if (rows == 0) return;
+  Kokkos::parallel_for("layer_norm", rows_policy(rows), KOKKOS_LAMBDA(const Team& team) {
+    const int64_t r = team.league_rank();
+    const T* xr = x + r * d;
+    const double mu = team_sum(team, d, [&](int64_t j) { return ld(xr, j); }) / static_cast<double>(d);
+    const double var = team_sum(team, d, [&](int64_t j) { return (ld(xr, j) - mu) * (ld(xr, j) - mu); }) / static_cast<double>(d);
+    const double rs = 1.0 / kmath::sqrt(var + eps);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](int64_t j) {
+      double v = (ld(xr, j) - mu) * rs;
+      if (gamma) v *= ld(gamma, j);
+      if (beta) v += ld(beta, j);
+      y[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(v));
     });
+    Kokkos::single(Kokkos::PerTeam(team), [&] { mean[r] = static_cast<S>(mu), rstd[r] = static_cast<S>(rs); });
   });
 }
+void ln_fwd(const KernelCall& c) {
+  const Tensor& xt = c.inputs[0];
+  backend_common::dispatch_float(xt.dtype(), "layer_norm", [&]<class T>() { ln_fwd_impl<T>(c); });
+}
 
+template <class T> void ln_bwd_impl(const KernelCall& c) {
+  const Tensor& xt = c.inputs[1];
+  using S = stat_t<T>;
+  const int64_t rows = xt.size(0), d = xt.size(1);
+  const T *g = ptr<const T>(c.inputs[0]), *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[2]);
+  const S *mean = ptr<const S>(c.inputs[3]), *rstd = ptr<const S>(c.inputs[4]);
+  T *dx = ptr<T>(c.outputs[0]), *dgamma = ptr<T>(c.outputs[1]), *dbeta = ptr<T>(c.outputs[2]);
+  if (rows > 0) {
+    Kokkos::parallel_for("layer_norm_backward", rows_policy(rows), KOKKOS_LAMBDA(const Team& team) {
+      const int64_t r = team.league_rank();
+      const double mu = static_cast<double>(mean[r]), rs = static_cast<double>(rstd[r]), dd = static_cast<double>(d);
+      const auto dxh = [&](int64_t j) { return ld(g, r * d + j) * (gamma ? ld(gamma, j) : 1.0); };
+      const double a = team_sum(team, d, dxh) / dd;
+      const double b = team_sum(team, d, [&](int64_t j) { return dxh(j) * (ld(x, r * d + j) - mu) * rs; }) / dd;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](int64_t j) {
+        dx[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(rs * (dxh(j) - a - (ld(x, r * d + j) - mu) * rs * b)));
+      });
+    });
+  }
+  // dgamma/dbeta: one iteration per column walks the rows in order (deterministic).
+  for_n("layer_norm_backward", d, KOKKOS_LAMBDA(int64_t j) {
+    double sg = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      sg += ld(g, r * d + j) * (ld(x, r * d + j) - static_cast<double>(mean[r])) * static_cast<double>(rstd[r]);
+      sb += ld(g, r * d + j);
+    }
+    dgamma[j] = static_cast<T>(static_cast<compute_t<T>>(sg));
+    dbeta[j] = static_cast<T>(static_cast<compute_t<T>>(sb));
+  });
+}
 void ln_bwd(const KernelCall& c) {
   const Tensor& xt = c.inputs[1];
-  backend_common::dispatch_float(xt.dtype(), "layer_norm_backward", [&]<class T>() {
-    using S = stat_t<T>;
-    const int64_t rows = xt.size(0), d = xt.size(1);
-    const T *g = ptr<const T>(c.inputs[0]), *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[2]);
-    const S *mean = ptr<const S>(c.inputs[3]), *rstd = ptr<const S>(c.inputs[4]);
-    T *dx = ptr<T>(c.outputs[0]), *dgamma = ptr<T>(c.outputs[1]), *dbeta = ptr<T>(c.outputs[2]);
-    if (rows > 0) {
-      Kokkos::parallel_for("layer_norm_backward", rows_policy(rows), KOKKOS_LAMBDA(const Team& team) {
-        const int64_t r = team.league_rank();
-        const double mu = static_cast<double>(mean[r]), rs = static_cast<double>(rstd[r]), dd = static_cast<double>(d);
-        const auto dxh = [&](int64_t j) { return ld(g, r * d + j) * (gamma ? ld(gamma, j) : 1.0); };
-        const double a = team_sum(team, d, dxh) / dd;
-        const double b = team_sum(team, d, [&](int64_t j) { return dxh(j) * (ld(x, r * d + j) - mu) * rs; }) / dd;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](int64_t j) {
-          dx[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(rs * (dxh(j) - a - (ld(x, r * d + j) - mu) * rs * b)));
-        });
-      });
+  backend_common::dispatch_float(xt.dtype(), "layer_norm_backward", [&]<class T>() { ln_bwd_impl<T>(c); });
+}
+
+template <class T, class I> void cross_entropy_impl(const KernelCall& c) {
+  const int64_t n = c.inputs[0].size(0), classes = c.inputs[0].size(1), ignore = c.attrs.axis;
+  const T* x = ptr<const T>(c.inputs[0]);
+  const I* tgt = ptr<const I>(c.inputs[1]);
+  T *loss = ptr<T>(c.outputs[0]), *logp = ptr<T>(c.outputs[1]);
+  const double eps = c.attrs.scalar;
+  for_n("cross_entropy", n, KOKKOS_LAMBDA(int64_t r) {
+    const T* xr = x + r * classes;
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < classes; ++j) mx = ld(xr, j) > mx ? ld(xr, j) : mx;
+    if (mx == INFINITY || mx == -INFINITY) mx = 0;
+    double s = 0;
+    for (int64_t j = 0; j < classes; ++j) s += kmath::exp(ld(xr, j) - mx);
+    const double lse = mx + kmath::log(s);
+    double sum_logp = 0;
+    for (int64_t j = 0; j < classes; ++j) {
+      const double v = ld(xr, j) - lse;
+      logp[r * classes + j] = static_cast<T>(static_cast<compute_t<T>>(v));
+      sum_logp += v;
     }
-    // dgamma/dbeta: one iteration per column walks the rows in order (deterministic).
-    for_n("layer_norm_backward", d, KOKKOS_LAMBDA(int64_t j) {
-      double sg = 0, sb = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        sg += ld(g, r * d + j) * (ld(x, r * d + j) - static_cast<double>(mean[r])) * static_cast<double>(rstd[r]);
-        sb += ld(g, r * d + j);
-      }
-      dgamma[j] = static_cast<T>(static_cast<compute_t<T>>(sg));
-      dbeta[j] = static_cast<T>(static_cast<compute_t<T>>(sb));
-    });
+    const int64_t t = static_cast<int64_t>(tgt[r]);
+    if (t == ignore) {
+      loss[r] = static_cast<T>(0.0f);
+    } else {
+      const double l = -((1.0 - eps) * (ld(xr, t) - lse) + eps / static_cast<double>(classes) * sum_logp);
+      loss[r] = static_cast<T>(static_cast<compute_t<T>>(l));
+    }
   });
 }
 
 void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
-  const int64_t n = logits.size(0), classes = logits.size(1), ignore = c.attrs.axis;
+  const int64_t classes = logits.size(1), ignore = c.attrs.axis;
   // Validate targets first (on the device, then one small read back).
   const Tensor valid = logical_or(eq(target, ignore), logical_and(ge(target, 0), lt(target, classes)));
   if (!all(valid).item<bool>()) {
@@ -176,36 +218,8 @@ void cross_entropy_op(const KernelCall& c) {
     throw Error(detail::concat("cross_entropy: target ", t, " at position ", at, " is out of range for ", classes, " classes"));
   }
   backend_common::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-    auto run = [&]<class I>() {
-      const T* x = ptr<const T>(logits);
-      const I* tgt = ptr<const I>(target);
-      T *loss = ptr<T>(c.outputs[0]), *logp = ptr<T>(c.outputs[1]);
-      const double eps = c.attrs.scalar;
-      for_n("cross_entropy", n, KOKKOS_LAMBDA(int64_t r) {
-        const T* xr = x + r * classes;
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < classes; ++j) mx = ld(xr, j) > mx ? ld(xr, j) : mx;
-        if (mx == INFINITY || mx == -INFINITY) mx = 0;
-        double s = 0;
-        for (int64_t j = 0; j < classes; ++j) s += kmath::exp(ld(xr, j) - mx);
-        const double lse = mx + kmath::log(s);
-        double sum_logp = 0;
-        for (int64_t j = 0; j < classes; ++j) {
-          const double v = ld(xr, j) - lse;
-          logp[r * classes + j] = static_cast<T>(static_cast<compute_t<T>>(v));
-          sum_logp += v;
-        }
-        const int64_t t = static_cast<int64_t>(tgt[r]);
-        if (t == ignore) {
-          loss[r] = static_cast<T>(0.0f);
-        } else {
-          const double l = -((1.0 - eps) * (ld(xr, t) - lse) + eps / static_cast<double>(classes) * sum_logp);
-          loss[r] = static_cast<T>(static_cast<compute_t<T>>(l));
-        }
-      });
-    };
-    if (target.dtype() == DType::i32) run.template operator()<int32_t>();
-    else run.template operator()<int64_t>();
+    if (target.dtype() == DType::i32) cross_entropy_impl<T, int32_t>(c);
+    else cross_entropy_impl<T, int64_t>(c);
   });
 }
 }  // namespace

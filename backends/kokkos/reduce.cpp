@@ -38,43 +38,48 @@ template <template <class> class Op> void reduce_op(const KernelCall& c) {
   }
 }
 
-// First index of the extreme value; a NaN wins and stops the scan (torch semantics).
+// First index of the extreme value; a NaN wins and stops the scan (torch semantics). The
+// kernel bodies are named templates: nvcc allows no device lambda inside a generic lambda.
+template <class T, bool kMax> void arg_rows(const char* name, const Tensor& rows, int64_t* out) {
+  const T* in = ptr<const T>(rows);
+  const int64_t len = rows.size(1);
+  for_n(name, rows.size(0), KOKKOS_LAMBDA(int64_t r) {
+    using C = compute_t<T>;
+    C best = static_cast<C>(in[r * len]);
+    int64_t bi = 0;
+    for (int64_t j = 1; j < len && best == best; ++j) {
+      const C v = static_cast<C>(in[r * len + j]);
+      if ((kMax ? v > best : v < best) || v != v) best = v, bi = j;
+    }
+    out[r] = bi;
+  });
+}
+
 template <bool kMax> void arg_op(const KernelCall& c) {
   const Tensor& x = c.inputs[0];
   std::vector<int64_t> order;
   const Tensor rows = as_rows(x, {c.attrs.axis}, order);
-  backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), [&]<class T>() {
-    const T* in = ptr<const T>(rows);
-    int64_t* out = ptr<int64_t>(c.outputs[0]);
-    const int64_t len = rows.size(1);
-    for_n(op_name(c.op).data(), rows.size(0), KOKKOS_LAMBDA(int64_t r) {
-      using C = compute_t<T>;
-      C best = static_cast<C>(in[r * len]);
-      int64_t bi = 0;
-      for (int64_t j = 1; j < len && best == best; ++j) {
-        const C v = static_cast<C>(in[r * len + j]);
-        if ((kMax ? v > best : v < best) || v != v) best = v, bi = j;
-      }
-      out[r] = bi;
-    });
+  backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(),
+                                   [&]<class T>() { arg_rows<T, kMax>(op_name(c.op).data(), rows, ptr<int64_t>(c.outputs[0])); });
+}
+
+template <class T> void cumsum_rows(const Tensor& rows, Tensor& res) {
+  const T* in = ptr<const T>(rows);
+  T* out = ptr<T>(res);
+  const int64_t len = rows.size(1);
+  using Sum = kernels::SumReducer<T>;
+  for_n("cumsum", rows.size(0), KOKKOS_LAMBDA(int64_t r) {
+    auto acc = Sum::init();
+    for (int64_t j = 0; j < len; ++j) {
+      acc = Sum::step(acc, in[r * len + j]);
+      out[r * len + j] = Sum::finish(acc);
+    }
   });
 }
 
 void cumsum_op(const KernelCall& c) {
   backend_common::dispatch_numeric(c.inputs[0].dtype(), "cumsum", [&]<class T>() {
-    along_axis(c, [&](const Tensor& rows, Tensor& res) {
-      const T* in = ptr<const T>(rows);
-      T* out = ptr<T>(res);
-      const int64_t len = rows.size(1);
-      using Sum = kernels::SumReducer<T>;
-      for_n("cumsum", rows.size(0), KOKKOS_LAMBDA(int64_t r) {
-        auto acc = Sum::init();
-        for (int64_t j = 0; j < len; ++j) {
-          acc = Sum::step(acc, in[r * len + j]);
-          out[r * len + j] = Sum::finish(acc);
-        }
-      });
-    });
+    along_axis(c, [&](const Tensor& rows, Tensor& res) { cumsum_rows<T>(rows, res); });
   });
 }
 
@@ -85,27 +90,29 @@ struct NanMax {
   static KOKKOS_INLINE_FUNCTION double merge(double a, double b) { return (a != a) ? a : (b != b) ? b : (b > a ? b : a); }
 };
 
+template <class T, bool kLog> void softmax_rows(const char* name, const Tensor& rows, Tensor& res) {
+  const T* in = ptr<const T>(rows);
+  T* out = ptr<T>(res);
+  const int64_t len = rows.size(1);
+  if (rows.size(0) == 0) return;
+  Kokkos::parallel_for(name, rows_policy(rows.size(0)), KOKKOS_LAMBDA(const Team& team) {
+    const T* x = in + team.league_rank() * len;
+    T* y = out + team.league_rank() * len;
+    double mx = NanMax::init();
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, len), [&](int64_t j, double& m) { m = NanMax::merge(m, ld(x, j)); }, FunctorReducer<NanMax>(mx));
+    if (mx == INFINITY || mx == -INFINITY) mx = 0;  // all -inf rows: shift by 0, not inf
+    const double s = team_sum(team, len, [&](int64_t j) { return kmath::exp(ld(x, j) - mx); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int64_t j) {
+      const double v = ld(x, j) - mx;
+      y[j] = static_cast<T>(static_cast<compute_t<T>>(kLog ? v - kmath::log(s) : kmath::exp(v) / s));
+    });
+  });
+}
+
 template <bool kLog> void softmax_op(const KernelCall& c) {
   backend_common::dispatch_float(c.inputs[0].dtype(), op_name(c.op).data(), [&]<class T>() {
-    along_axis(c, [&](const Tensor& rows, Tensor& res) {
-      const T* in = ptr<const T>(rows);
-      T* out = ptr<T>(res);
-      const int64_t len = rows.size(1);
-      if (rows.size(0) == 0) return;
-      Kokkos::parallel_for(op_name(c.op).data(), rows_policy(rows.size(0)), KOKKOS_LAMBDA(const Team& team) {
-        const T* x = in + team.league_rank() * len;
-        T* y = out + team.league_rank() * len;
-        double mx = NanMax::init();
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, len), [&](int64_t j, double& m) { m = NanMax::merge(m, ld(x, j)); }, FunctorReducer<NanMax>(mx));
-        if (mx == INFINITY || mx == -INFINITY) mx = 0;  // all -inf rows: shift by 0, not inf
-        const double s = team_sum(team, len, [&](int64_t j) { return kmath::exp(ld(x, j) - mx); });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int64_t j) {
-          const double v = ld(x, j) - mx;
-          y[j] = static_cast<T>(static_cast<compute_t<T>>(kLog ? v - kmath::log(s) : kmath::exp(v) / s));
-        });
-      });
-    });
+    along_axis(c, [&](const Tensor& rows, Tensor& res) { softmax_rows<T, kLog>(op_name(c.op).data(), rows, res); });
   });
 }
 }  // namespace
