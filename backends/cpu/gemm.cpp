@@ -254,6 +254,44 @@ const char* simd_path() {
 #endif
 }
 
+namespace {
+size_t dtype_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
+
+// Few output blocks but a long K (a weight gradient: 64 x 288 outputs summed over 25,088
+// positions): the block grid cannot keep the threads busy, so K is cut into a number of
+// chunks fixed by the shape alone, each chunk's product goes to its own buffer on one thread,
+// and the buffers are added in chunk order: the result does not depend on the thread count.
+bool sgemm_split_k(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc,
+                   const GemmEpilogue& epilogue, bool parallel) {
+  const int64_t blocks = ((m + kMC - 1) / kMC) * ((n + kNCols - 1) / kNCols);
+  if (blocks >= 8 || k < 8 * kKC) return false;
+  const int64_t splits = std::min<int64_t>(8, k / (4 * kKC));
+  std::vector<float> partial(static_cast<size_t>(splits * m * n));
+  parallel_for(splits, parallel ? 1 : splits + 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t p0 = k * s / splits, p1 = k * (s + 1) / splits;
+      const GemmOperand as{static_cast<const char*>(a.data) + p0 * a.col_stride * static_cast<int64_t>(dtype_bytes(a.dtype)), a.dtype,
+                           a.row_stride, a.col_stride};
+      const GemmOperand bs{static_cast<const char*>(b.data) + p0 * b.row_stride * static_cast<int64_t>(dtype_bytes(b.dtype)), b.dtype,
+                           b.row_stride, b.col_stride};
+      sgemm(m, n, p1 - p0, as, bs, partial.data() + s * m * n, n, {}, false);
+    }
+  });
+  parallel_for(m, parallel ? std::max<int64_t>(1, 4096 / n) : m + 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      float* row = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) row[j] = partial[static_cast<size_t>(i * n + j)];
+      for (int64_t s = 1; s < splits; ++s) {
+        const float* src = partial.data() + s * m * n + i * n;
+        for (int64_t j = 0; j < n; ++j) row[j] += src[j];
+      }
+      epilogue_tile(row, ldc, 1, n, 0, epilogue);
+    }
+  });
+  return true;
+}
+}  // namespace
+
 void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue, bool parallel) {
   if (m <= 0 || n <= 0) return;
@@ -267,6 +305,8 @@ void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOper
     sgemm_small(m, n, k, a, b, c, ldc, epilogue, parallel);
     return;
   }
+  // Chosen by shape alone (not by `parallel` or the thread count), so results never depend on them.
+  if (sgemm_split_k(m, n, k, a, b, c, ldc, epilogue, parallel)) return;
   // Thread-local scratch: reused across calls so steady-state GEMMs do not allocate.
   thread_local std::vector<float> packed_a, packed_b;
   const int64_t kc_max = std::min(k, kKC);
