@@ -3,6 +3,7 @@
 // the op's error message, index dtype dispatch, and the strided views a gather/scatter kernel
 // walks (x with its indexed axis' stride zeroed, so one indexer serves every operand).
 #include "tessera/backend/kernel.h"
+#include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduction.h"
 #include "tessera/tensor.h"
 
@@ -15,6 +16,26 @@ inline void check_bounds(const Tensor& index, int64_t size, const char* op, int6
   const int64_t bad = lo < 0 ? lo : hi;
   if (lo < 0 || hi >= size) {
     throw Error(detail::concat(op, ": index ", bad, " is out of range for axis ", axis, " of size ", size));
+  }
+}
+
+/** cross_entropy's targets: each in [0, classes) or equal to `ignore`; checked on the device, one small read back. */
+inline void check_class_targets(const Tensor& target, int64_t classes, int64_t ignore) {
+  const Tensor valid = logical_or(eq(target, ignore), logical_and(ge(target, 0), lt(target, classes)));
+  if (all(valid).item<bool>()) return;
+  const int64_t at = argmin(valid.to(DType::i32)).item<int64_t>();
+  const int64_t t = target.select(0, at).item<int64_t>();
+  throw Error(detail::concat("cross_entropy: target ", t, " at position ", at, " is out of range for ", classes, " classes"));
+}
+
+/** scatter_add's destination dtypes on the device backends (those with atomic adds). */
+template <class F> void dispatch_scatter(DType dt, F&& f) {
+  switch (dt) {
+    case DType::f32: f.template operator()<float>(); return;
+    case DType::f64: f.template operator()<double>(); return;
+    case DType::i32: f.template operator()<int32_t>(); return;
+    case DType::i64: f.template operator()<int64_t>(); return;
+    default: throw Error(detail::concat("scatter_add: dtype ", dt, " is not supported by the device kernels"));
   }
 }
 

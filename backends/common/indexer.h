@@ -44,4 +44,15 @@ template <int N> Indexer<N> make_indexer(const Shape& shape, const std::array<co
   return ix;
 }
 
+/**
+ * Offsets of a, b and out (in that order) for each batch index of a batched matmul: the batch
+ * axes are all but the last two of `out`, and a and b arrive expanded to them.
+ */
+inline Indexer<3> matmul_batch_indexer(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Tensor ab = a.slice(-1, 0, 1).slice(-2, 0, 1), bb = b.slice(-1, 0, 1).slice(-2, 0, 1), cb = out.slice(-1, 0, 1).slice(-2, 0, 1);
+  Shape bshape(out.shape().begin(), out.shape().end() - 2);
+  bshape.insert(bshape.end(), {1, 1});
+  return make_indexer<3>(bshape, {&ab, &bb, &cb});
+}
+
 }  // namespace tessera::backend_common

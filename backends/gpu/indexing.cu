@@ -68,13 +68,7 @@ void scatter_add_op(const KernelCall& c) {
              ptr<const I>(index), ptr<const T>(src), axis_stride, make_indexer<3>(index.shape(), {&xview, &index, &src}));
     });
   };
-  switch (x.dtype()) {
-    case DType::f32: run.template operator()<float>(); break;
-    case DType::f64: run.template operator()<double>(); break;
-    case DType::i32: run.template operator()<int32_t>(); break;
-    case DType::i64: run.template operator()<int64_t>(); break;
-    default: throw Error(detail::concat("scatter_add: dtype ", x.dtype(), " is not supported by the GPU kernels"));
-  }
+  backend_common::dispatch_scatter(x.dtype(), run);
 }
 }  // namespace
 

@@ -4,8 +4,8 @@
 
 #include "common.h"
 #include "kernels.h"
-#include "tessera/ops/elementwise.h"
-#include "tessera/ops/reduction.h"
+#include "../common/index_views.h"
+#include "../common/row_math.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
@@ -141,21 +141,7 @@ TESSERA_GLOBAL void ln_bwd_params_kernel(int64_t rows, int64_t d, const T* g, co
 template <class T, class I>
 TESSERA_GLOBAL void cross_entropy_kernel(int64_t n, int64_t c, const T* x, const I* target, T* loss, T* logp, double eps, int64_t ignore) {
   for (int64_t r = global_index(); r < n; r += grid_stride()) {
-    double mx = -INFINITY;
-    for (int64_t j = 0; j < c; ++j) mx = ld(x, r * c + j) > mx ? ld(x, r * c + j) : mx;
-    if (mx == INFINITY || mx == -INFINITY) mx = 0;
-    double s = 0;
-    for (int64_t j = 0; j < c; ++j) s += ::exp(ld(x, r * c + j) - mx);
-    const double lse = mx + ::log(s);
-    double sum_logp = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      const double v = ld(x, r * c + j) - lse;
-      logp[r * c + j] = static_cast<T>(static_cast<compute_t<T>>(v));
-      sum_logp += v;
-    }
-    const int64_t t = static_cast<int64_t>(target[r]);
-    loss[r] = t == ignore ? static_cast<T>(0.0f)
-                          : static_cast<T>(static_cast<compute_t<T>>(-((1.0 - eps) * (ld(x, r * c + t) - lse) + eps / static_cast<double>(c) * sum_logp)));
+    backend_common::cross_entropy_row(x + r * c, c, static_cast<int64_t>(target[r]), ignore, eps, logp + r * c, loss + r);
   }
 }
 
@@ -201,13 +187,7 @@ void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
   const int64_t n = logits.size(0), classes = logits.size(1), ignore = c.attrs.axis;
-  // Validate targets first (on the device, then one small read back).
-  const Tensor valid = logical_or(eq(target, ignore), logical_and(ge(target, 0), lt(target, classes)));
-  if (!all(valid).item<bool>()) {
-    const int64_t at = argmin(valid.to(DType::i32)).item<int64_t>();
-    const int64_t t = target.select(0, at).item<int64_t>();
-    throw Error(detail::concat("cross_entropy: target ", t, " at position ", at, " is out of range for ", classes, " classes"));
-  }
+  backend_common::check_class_targets(target, classes, ignore);
   backend_common::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
     auto run = [&]<class I>() {
       launch(cross_entropy_kernel<T, I>, blocks_for(n), Grid{kThreads}, 0, false, n, classes, ptr<const T>(logits), ptr<const I>(target),

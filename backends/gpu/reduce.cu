@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "../common/row_layout.h"
+#include "../common/row_math.h"
 #include "common.h"
 #include "kernels.h"
 #include "tessera/kernels/convert.h"
@@ -55,16 +56,7 @@ template <class T, class Op> TESSERA_GLOBAL void reduce_rows_kernel(int64_t rows
 }
 
 template <class T, bool kMax> TESSERA_GLOBAL void arg_rows_kernel(int64_t rows, int64_t len, const T* in, int64_t* out) {
-  for (int64_t r = global_index(); r < rows; r += grid_stride()) {
-    using C = compute_t<T>;
-    C best = static_cast<C>(in[r * len]);
-    int64_t bi = 0;
-    for (int64_t j = 1; j < len && best == best; ++j) {
-      const C v = static_cast<C>(in[r * len + j]);
-      if ((kMax ? v > best : v < best) || v != v) best = v, bi = j;
-    }
-    out[r] = bi;
-  }
+  for (int64_t r = global_index(); r < rows; r += grid_stride()) out[r] = backend_common::arg_extreme_row<T, kMax>(in + r * len, len);
 }
 
 template <class T> TESSERA_GLOBAL void cumsum_rows_kernel(int64_t rows, int64_t len, const T* in, T* out) {

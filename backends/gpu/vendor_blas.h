@@ -8,11 +8,12 @@
 #include <climits>
 #include <initializer_list>
 
-#include "../common/strided_loop.h"
+#include "../common/indexer.h"
 #include "tessera/backend/kernel.h"
 #include "tessera/tensor.h"
 
 namespace tessera::vendor_blas {
+using backend_common::Indexer;
 
 enum class Op { N, T };
 
@@ -72,17 +73,12 @@ inline bool matmul(GemmFn vendor, const KernelCall& call) {
   const Tensor& b = call.inputs[1];
   Tensor& out = call.outputs[0];
   const int64_t r = out.dim();
-  const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  const Tensor ab = a.slice(-1, 0, 1).slice(-2, 0, 1), bb = b.slice(-1, 0, 1).slice(-2, 0, 1), cb = out.slice(-1, 0, 1).slice(-2, 0, 1);
-  Shape bshape = batch;
-  bshape.insert(bshape.end(), {1, 1});
-  const auto plan = backend_common::make_plan<3>(bshape, {&ab, &bb, &cb});
-  if (plan.ndim > 1) return false;
-  const int64_t item = static_cast<int64_t>(a.itemsize());
-  const int64_t a_bs = plan.ndim ? plan.strides[1][0] / item : 0, b_bs = plan.ndim ? plan.strides[2][0] / item : 0;
+  const Indexer<3> batch = backend_common::matmul_batch_indexer(a, b, out);
+  if (batch.ndim > 1) return false;
+  const int64_t a_bs = batch.ndim ? batch.strides[0][0] : 0, b_bs = batch.ndim ? batch.strides[1][0] : 0;
   const int64_t m = out.shape()[r - 2], n = out.shape()[r - 1], k = a.shape()[r - 1];
   return gemm(vendor, out.device().index, a.dtype(), m, n, k, a.data_ptr(), a.strides()[r - 2], a.strides()[r - 1], a_bs, b.data_ptr(),
-              b.strides()[r - 2], b.strides()[r - 1], b_bs, out.data_ptr(), numel(batch));
+              b.strides()[r - 2], b.strides()[r - 1], b_bs, out.data_ptr(), out.numel() / std::max<int64_t>(m * n, 1));
 }
 
 /** out = x w^T through the vendor GEMM (no epilogue: the caller applies bias and activation). */

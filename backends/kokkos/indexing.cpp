@@ -62,13 +62,7 @@ void scatter_add_op(const KernelCall& c) {
   auto run = [&]<class T>() {
     dispatch_index(index.dtype(), [&]<class I>() { scatter_add_impl<T, I>(xview, index, src, axis_stride); });
   };
-  switch (x.dtype()) {
-    case DType::f32: run.template operator()<float>(); break;
-    case DType::f64: run.template operator()<double>(); break;
-    case DType::i32: run.template operator()<int32_t>(); break;
-    case DType::i64: run.template operator()<int64_t>(); break;
-    default: throw Error(detail::concat("scatter_add: dtype ", x.dtype(), " is not supported by the kokkos kernels"));
-  }
+  backend_common::dispatch_scatter(x.dtype(), run);
 }
 }  // namespace
 

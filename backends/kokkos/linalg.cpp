@@ -136,14 +136,11 @@ void matmul_op(const KernelCall& call) {
   g.ars = a.strides()[r - 2], g.acs = a.strides()[r - 1], g.brs = b.strides()[r - 2], g.bcs = b.strides()[r - 1];
   g.ldc = out.shape()[r - 1];
   g.act = Activation::none;
-  const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  const Tensor ab = a.slice(-1, 0, 1).slice(-2, 0, 1), bb = b.slice(-1, 0, 1).slice(-2, 0, 1), cb = out.slice(-1, 0, 1).slice(-2, 0, 1);
-  Shape bshape = batch;
-  bshape.insert(bshape.end(), {1, 1});
-  g.batch = make_indexer<3>(bshape, {&ab, &bb, &cb});
+  g.batch = backend_common::matmul_batch_indexer(a, b, out);
   const Tiles t = tiles(out.shape()[r - 2], out.shape()[r - 1], a.shape()[r - 1]);
+  const int64_t batches = out.numel() / std::max<int64_t>(t.m * t.n, 1);
   backend_common::dispatch_numeric(a.dtype(), "matmul", [&]<class T>() {
-    run_gemm<T>("matmul", ptr<const T>(a), ptr<const T>(b), ptr<T>(out), nullptr, g, t, numel(batch));
+    run_gemm<T>("matmul", ptr<const T>(a), ptr<const T>(b), ptr<T>(out), nullptr, g, t, batches);
   });
 }
 

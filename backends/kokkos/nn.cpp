@@ -6,8 +6,8 @@
 
 #include "../common/nn_geometry.h"
 #include "common.h"
-#include "tessera/ops/elementwise.h"
-#include "tessera/ops/reduction.h"
+#include "../common/index_views.h"
+#include "../common/row_math.h"
 
 namespace tessera::kokkos {
 namespace {
@@ -183,26 +183,7 @@ template <class T, class I> void cross_entropy_impl(const KernelCall& c) {
   T *loss = ptr<T>(c.outputs[0]), *logp = ptr<T>(c.outputs[1]);
   const double eps = c.attrs.scalar;
   for_n("cross_entropy", n, KOKKOS_LAMBDA(int64_t r) {
-    const T* xr = x + r * classes;
-    double mx = -INFINITY;
-    for (int64_t j = 0; j < classes; ++j) mx = ld(xr, j) > mx ? ld(xr, j) : mx;
-    if (mx == INFINITY || mx == -INFINITY) mx = 0;
-    double s = 0;
-    for (int64_t j = 0; j < classes; ++j) s += kmath::exp(ld(xr, j) - mx);
-    const double lse = mx + kmath::log(s);
-    double sum_logp = 0;
-    for (int64_t j = 0; j < classes; ++j) {
-      const double v = ld(xr, j) - lse;
-      logp[r * classes + j] = static_cast<T>(static_cast<compute_t<T>>(v));
-      sum_logp += v;
-    }
-    const int64_t t = static_cast<int64_t>(tgt[r]);
-    if (t == ignore) {
-      loss[r] = static_cast<T>(0.0f);
-    } else {
-      const double l = -((1.0 - eps) * (ld(xr, t) - lse) + eps / static_cast<double>(classes) * sum_logp);
-      loss[r] = static_cast<T>(static_cast<compute_t<T>>(l));
-    }
+    backend_common::cross_entropy_row(x + r * classes, classes, static_cast<int64_t>(tgt[r]), ignore, eps, logp + r * classes, loss + r);
   });
 }
 
@@ -210,13 +191,7 @@ void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
   const int64_t classes = logits.size(1), ignore = c.attrs.axis;
-  // Validate targets first (on the device, then one small read back).
-  const Tensor valid = logical_or(eq(target, ignore), logical_and(ge(target, 0), lt(target, classes)));
-  if (!all(valid).item<bool>()) {
-    const int64_t at = argmin(valid.to(DType::i32)).item<int64_t>();
-    const int64_t t = target.select(0, at).item<int64_t>();
-    throw Error(detail::concat("cross_entropy: target ", t, " at position ", at, " is out of range for ", classes, " classes"));
-  }
+  backend_common::check_class_targets(target, classes, ignore);
   backend_common::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
     if (target.dtype() == DType::i32) cross_entropy_impl<T, int32_t>(c);
     else cross_entropy_impl<T, int64_t>(c);

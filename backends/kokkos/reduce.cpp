@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "../common/row_layout.h"
+#include "../common/row_math.h"
 #include "common.h"
 #include "tessera/kernels/reduce.h"
 
@@ -43,16 +44,7 @@ template <template <class> class Op> void reduce_op(const KernelCall& c) {
 template <class T, bool kMax> void arg_rows(const char* name, const Tensor& rows, int64_t* out) {
   const T* in = ptr<const T>(rows);
   const int64_t len = rows.size(1);
-  for_n(name, rows.size(0), KOKKOS_LAMBDA(int64_t r) {
-    using C = compute_t<T>;
-    C best = static_cast<C>(in[r * len]);
-    int64_t bi = 0;
-    for (int64_t j = 1; j < len && best == best; ++j) {
-      const C v = static_cast<C>(in[r * len + j]);
-      if ((kMax ? v > best : v < best) || v != v) best = v, bi = j;
-    }
-    out[r] = bi;
-  });
+  for_n(name, rows.size(0), KOKKOS_LAMBDA(int64_t r) { out[r] = backend_common::arg_extreme_row<T, kMax>(in + r * len, len); });
 }
 
 template <bool kMax> void arg_op(const KernelCall& c) {
