@@ -76,6 +76,17 @@ TEST_CASE("a large f32 GEMM crosses several cache blocks") {
   TESSERA_CHECK_CLOSE(matmul(a, b), ref::matmul(to_ref(a), to_ref(b)), gemm_tol(DType::f32, 517));
 }
 
+TEST_CASE("a long-K product with few outputs (a weight gradient's shape) matches the reference") {
+  // K = 5000 over a 64 x 40 output: the CPU backend splits K into fixed chunks here.
+  const Tensor a = make_input({64, 5000}, DType::f32, 21, -1, 1, Layout::transposed), b = make_input({5000, 40}, DType::f32, 22);
+  TESSERA_CHECK_CLOSE(matmul(a, b), ref::matmul(to_ref(a), to_ref(b)), gemm_tol(DType::f32, 5000));
+  const Tensor w = make_input({40, 5000}, DType::f32, 23), bias = make_input({40}, DType::f32, 24);
+  ref::Ref want = ref::matmul(to_ref(a), ref::transpose_last2(to_ref(w)));
+  want = ref::map2(want, to_ref(bias), [](double v, double c) { return v + c; });
+  want = ref::map(want, [](double v) { return ref::unary("relu", v); });
+  TESSERA_CHECK_CLOSE(linear(a, w, bias, Activation::relu), want, gemm_tol(DType::f32, 5000));
+}
+
 TEST_CASE("linear fuses bias and every activation") {
   const std::pair<Activation, const char*> acts[] = {{Activation::none, nullptr},      {Activation::relu, "relu"},
                                                      {Activation::gelu, "gelu"},       {Activation::gelu_tanh, "gelu_tanh"},
