@@ -52,13 +52,14 @@ inline Tensor along_axis_view(const Tensor& x, const Shape& shape, int64_t axis,
   return detail::make_tensor(x.storage(), shape, xs, x.offset(), x.dtype());
 }
 
-/** index_select's 1-D index broadcast to the output shape along `axis` (bounds checked). */
-inline Tensor index_select_as_gather(const KernelCall& c) {
+/** index_select's 1-D index broadcast to the output shape along `axis` (bounds checked here
+ *  unless the caller's kernel checks them on the device). */
+inline Tensor index_select_as_gather(const KernelCall& c, bool check_on_host = true) {
   const Tensor& out = c.outputs[0];
   const int64_t axis = c.attrs.axis;
   Strides istrides(static_cast<size_t>(out.dim()), 0);
   istrides[axis] = c.inputs[1].strides()[0];
-  check_bounds(c.inputs[1], c.inputs[0].size(axis), "index_select", axis);
+  if (check_on_host) check_bounds(c.inputs[1], c.inputs[0].size(axis), "index_select", axis);
   return detail::make_tensor(c.inputs[1].storage(), out.shape(), istrides, c.inputs[1].offset(), c.inputs[1].dtype());
 }
 

@@ -7,10 +7,10 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <vector>
 
 #include "../gpu/vendor_blas.h"
+#include "handle_cache.h"
+#include "tessera/runtime.h"
 
 namespace tessera {
 namespace gpu::cuda {
@@ -29,21 +29,20 @@ void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw Error(detail::concat(what, " failed: cuBLAS status ", static_cast<int>(s)));
 }
 
+// The calling thread's handle for the device and its current stream (handle_cache.h).
 cublasHandle_t handle(int device) {
-  static std::mutex m;
-  static std::vector<cublasHandle_t> handles;
-  std::lock_guard lock(m);
-  if (static_cast<int>(handles.size()) <= device) handles.resize(static_cast<size_t>(device) + 1, nullptr);
-  if (!handles[device]) {
-    if (cudaSetDevice(device) != cudaSuccess) throw Error("cublas: cudaSetDevice failed");
-    check(cublasCreate(&handles[device]), "cublasCreate");
-  }
-  return handles[device];
+  return cuda_libs::cached_handle<cublasHandle_t>(device, gpu::cuda::current_vendor_stream(), [](int, cudaStream_t stream) {
+    cublasHandle_t h = nullptr;
+    check(cublasCreate(&h), "cublasCreate");
+    check(cublasSetStream(h, stream), "cublasSetStream");
+    return h;
+  });
 }
 
+// f32 stays strict f32 unless TF32 was allowed (set_allow_tf32).
 bool types(DType dt, cudaDataType& data, cublasComputeType_t& compute) {
   switch (dt) {
-    case DType::f32: data = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F; return true;
+    case DType::f32: data = CUDA_R_32F, compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; return true;
     case DType::f16: data = CUDA_R_16F, compute = CUBLAS_COMPUTE_32F; return true;
     case DType::bf16: data = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F; return true;
     case DType::f64: data = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F; return true;
@@ -59,8 +58,8 @@ bool cublas_gemm(const vendor_blas::Gemm& g) {
   const float one_f = 1.0f, zero_f = 0.0f;
   const bool f64 = g.dtype == DType::f64;
   const auto op = [](vendor_blas::Op o) { return o == vendor_blas::Op::N ? CUBLAS_OP_N : CUBLAS_OP_T; };
+  const cuda_libs::DeviceGuard guard(g.device, "cublas");
   cublasHandle_t h = handle(g.device);
-  check(cublasSetStream(h, gpu::cuda::current_vendor_stream()), "cublasSetStream");  // the thread's StreamGuard stream
   check(cublasGemmStridedBatchedEx(h, op(g.op_a), op(g.op_b), g.m, g.n, g.k, f64 ? static_cast<const void*>(&one_d) : &one_f,
                                    g.a, data, g.lda, g.stride_a, g.b, data, g.ldb, g.stride_b,
                                    f64 ? static_cast<const void*>(&zero_d) : &zero_f, g.c, data, g.ldc, g.stride_c, g.batch, compute,

@@ -4,17 +4,22 @@
 // 9 but complete), with the fastest *deterministic* algorithm whose workspace fits 256 MiB, so
 // results do not change from run to run. The workspace comes from Tessera's caching allocator
 // and every call is queued on the thread's current stream. Layouts other than dense NCHW f32/f64
-// fall back to the own kernels.
+// fall back to the own kernels. f32 convolutions run with CUDNN_FMA_MATH (strict f32) unless
+// set_allow_tf32(true): cuDNN's default math lets sm_80+ use TF32 tensor cores. The algorithm
+// chosen for a geometry is cached, so the heuristic query runs once per shape.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <vector>
 
+#include "handle_cache.h"
 #include "tessera/backend/kernel.h"
 #include "tessera/ops/creation.h"
+#include "tessera/runtime.h"
 #include "tessera/tensor.h"
 
 namespace tessera {
@@ -32,17 +37,39 @@ void check(cudnnStatus_t s, const char* what) {
   if (s != CUDNN_STATUS_SUCCESS) throw Error(detail::concat(what, " failed: ", cudnnGetErrorString(s)));
 }
 
+// The calling thread's handle for the device and its current stream (handle_cache.h).
 cudnnHandle_t handle(int device) {
+  return cuda_libs::cached_handle<cudnnHandle_t>(device, gpu::cuda::current_vendor_stream(), [](int, cudaStream_t stream) {
+    cudnnHandle_t h = nullptr;
+    check(cudnnCreate(&h), "cudnnCreate");
+    check(cudnnSetStream(h, stream), "cudnnSetStream");
+    return h;
+  });
+}
+
+// The algorithm (and its workspace size) chosen for one direction and geometry; -1 = none usable.
+struct Choice {
+  int algo = -1;
+  size_t memory = 0;
+};
+enum class Dir { fwd, dgrad, wgrad };
+
+// Looks up (or computes with `query`, once) the choice for `dir` and the call's geometry.
+template <class Query> Choice cached_choice(Dir dir, const Shape& xs, const Shape& ws, const Shape& ys, const OpAttrs& a, DType dt, int device,
+                                            Query query) {
+  using Key = std::vector<int64_t>;
   static std::mutex m;
-  static std::vector<cudnnHandle_t> handles;
-  std::lock_guard lock(m);
-  if (static_cast<int>(handles.size()) <= device) handles.resize(static_cast<size_t>(device) + 1, nullptr);
-  if (!handles[device]) {
-    if (cudaSetDevice(device) != cudaSuccess) throw Error("cudnn: cudaSetDevice failed");
-    check(cudnnCreate(&handles[device]), "cudnnCreate");
+  static std::map<Key, Choice> cache;
+  Key key{static_cast<int64_t>(dir), static_cast<int64_t>(dt), device, allow_tf32(), a.groups};
+  for (const Shape* s : {&xs, &ws, &ys}) key.insert(key.end(), s->begin(), s->end());
+  for (const auto* p : {&a.padding, &a.stride, &a.dilation}) key.insert(key.end(), p->begin(), p->end());
+  {
+    std::lock_guard lock(m);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  check(cudnnSetStream(handles[device], gpu::cuda::current_vendor_stream()), "cudnnSetStream");
-  return handles[device];
+  const Choice c = query();
+  std::lock_guard lock(m);
+  return cache.emplace(key, c).first->second;
 }
 
 // The descriptors of one convolution: x [N,C,H,W], w [O,C/g,kh,kw], y [N,O,Ho,Wo].
@@ -65,6 +92,9 @@ struct Conv {
                                           i(a.dilation[1]), CUDNN_CROSS_CORRELATION, type),
           "convolution descriptor");
     check(cudnnSetConvolutionGroupCount(conv, i(a.groups)), "cudnnSetConvolutionGroupCount");
+    // Strict f32 unless TF32 was allowed: cuDNN's default math may use TF32 tensor cores on sm_80+.
+    const cudnnMathType_t math = dt == DType::f32 && !allow_tf32() ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+    check(cudnnSetConvolutionMathType(conv, math), "cudnnSetConvolutionMathType");
   }
   ~Conv() {
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
@@ -76,15 +106,16 @@ struct Conv {
   Conv& operator=(const Conv&) = delete;
 };
 
-// The first (fastest) deterministic algorithm that succeeded and fits the workspace budget.
-template <class Perf> bool pick(const Perf* perf, int n, Perf& out) {
+// The first (fastest) deterministic algorithm that succeeded, fits the workspace budget and
+// keeps the math type asked for (FMA_MATH when TF32 is not allowed).
+template <class Perf> Choice pick(const Perf* perf, int n, bool strict_f32) {
   for (int k = 0; k < n; ++k) {
-    if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].determinism == CUDNN_DETERMINISTIC && perf[k].memory <= kMaxWorkspace) {
-      out = perf[k];
-      return true;
+    if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].determinism == CUDNN_DETERMINISTIC && perf[k].memory <= kMaxWorkspace &&
+        (!strict_f32 || perf[k].mathType == CUDNN_FMA_MATH)) {
+      return {static_cast<int>(perf[k].algo), perf[k].memory};
     }
   }
-  return false;
+  return {};
 }
 
 bool usable(std::initializer_list<const Tensor*> ts) {
@@ -110,16 +141,22 @@ void forward(const KernelCall& c) {
   const Tensor &x = c.inputs[0], &w = c.inputs[1], &bias = c.inputs[2];
   Tensor& y = c.outputs[0];
   if (!usable({&x, &w, &y}) || (bias.defined() && !usable({&bias}))) return g_own_fwd(c);
+  const int device = y.device().index;
+  const cuda_libs::DeviceGuard guard(device, "cudnn");
   const Conv d(x.shape(), w.shape(), y.shape(), c.attrs, x.dtype());
-  cudnnHandle_t h = handle(y.device().index);
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], best{};
-  int found = 0;
-  check(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
-        "cudnnGetConvolutionForwardAlgorithm_v7");
-  if (!pick(perf, found, best)) return g_own_fwd(c);
+  cudnnHandle_t h = handle(device);
+  const Choice best = cached_choice(Dir::fwd, x.shape(), w.shape(), y.shape(), c.attrs, x.dtype(), device, [&] {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    check(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    return pick(perf, found, x.dtype() == DType::f32 && !allow_tf32());
+  });
+  if (best.algo < 0) return g_own_fwd(c);
   const Tensor ws = workspace(best.memory, y.device());
   const Scale s;
-  check(cudnnConvolutionForward(h, s.one(d.type), d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv, best.algo, ws.data_ptr(), best.memory,
+  check(cudnnConvolutionForward(h, s.one(d.type), d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
+                                static_cast<cudnnConvolutionFwdAlgo_t>(best.algo), ws.data_ptr(), best.memory,
                                 s.zero(d.type), d.y, y.data_ptr()),
         "cudnnConvolutionForward");
   if (bias.defined()) {
@@ -136,16 +173,22 @@ void input_grad(const KernelCall& c) {
   const Tensor &gy = c.inputs[0], &w = c.inputs[1];
   Tensor& gx = c.outputs[0];
   if (!usable({&gy, &w, &gx})) return g_own_dgrad(c);
+  const int device = gx.device().index;
+  const cuda_libs::DeviceGuard guard(device, "cudnn");
   const Conv d(gx.shape(), w.shape(), gy.shape(), c.attrs, gx.dtype());
-  cudnnHandle_t h = handle(gx.device().index);
-  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT], best{};
-  int found = 0;
-  check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
-        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  if (!pick(perf, found, best)) return g_own_dgrad(c);
+  cudnnHandle_t h = handle(device);
+  const Choice best = cached_choice(Dir::dgrad, gx.shape(), w.shape(), gy.shape(), c.attrs, gx.dtype(), device, [&] {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int found = 0;
+    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
+          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    return pick(perf, found, gx.dtype() == DType::f32 && !allow_tf32());
+  });
+  if (best.algo < 0) return g_own_dgrad(c);
   const Tensor ws = workspace(best.memory, gx.device());
   const Scale s;
-  check(cudnnConvolutionBackwardData(h, s.one(d.type), d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv, best.algo, ws.data_ptr(),
+  check(cudnnConvolutionBackwardData(h, s.one(d.type), d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv,
+                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(best.algo), ws.data_ptr(),
                                      best.memory, s.zero(d.type), d.x, gx.data_ptr()),
         "cudnnConvolutionBackwardData");
 }
@@ -154,16 +197,22 @@ void weight_grad(const KernelCall& c) {
   const Tensor &gy = c.inputs[0], &x = c.inputs[1];
   Tensor& gw = c.outputs[0];
   if (!usable({&gy, &x, &gw})) return g_own_wgrad(c);
+  const int device = gw.device().index;
+  const cuda_libs::DeviceGuard guard(device, "cudnn");
   const Conv d(x.shape(), gw.shape(), gy.shape(), c.attrs, gw.dtype());
-  cudnnHandle_t h = handle(gw.device().index);
-  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT], best{};
-  int found = 0;
-  check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
-        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  if (!pick(perf, found, best)) return g_own_wgrad(c);
+  cudnnHandle_t h = handle(device);
+  const Choice best = cached_choice(Dir::wgrad, x.shape(), gw.shape(), gy.shape(), c.attrs, gw.dtype(), device, [&] {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int found = 0;
+    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
+          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    return pick(perf, found, gw.dtype() == DType::f32 && !allow_tf32());
+  });
+  if (best.algo < 0) return g_own_wgrad(c);
   const Tensor ws = workspace(best.memory, gw.device());
   const Scale s;
-  check(cudnnConvolutionBackwardFilter(h, s.one(d.type), d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv, best.algo, ws.data_ptr(),
+  check(cudnnConvolutionBackwardFilter(h, s.one(d.type), d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
+                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(best.algo), ws.data_ptr(),
                                        best.memory, s.zero(d.type), d.w, gw.data_ptr()),
         "cudnnConvolutionBackwardFilter");
 }

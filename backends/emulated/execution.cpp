@@ -225,6 +225,10 @@ Settings& settings() {
   static Settings s = [] {
     Settings v;
     if (const char* w = std::getenv("TESSERA_EMU_WARP")) v.warp_size = std::atoi(w) == 64 ? 64 : 32;
+    if (const char* l = std::getenv("TESSERA_EMU_LIMITS")) {
+      const std::string str(l);
+      v.limits = str == "cuda" ? LaunchLimits::cuda : str == "hip" ? LaunchLimits::hip : LaunchLimits::both;
+    }
     if (const char* sc = std::getenv("TESSERA_EMU_SCHEDULE")) {
       const std::string str(sc);
       if (str == "reverse") v.schedule = Schedule::reverse;
@@ -240,11 +244,30 @@ Settings& settings() {
 
 const ThreadState& current() { return t_fiber ? t_fiber->state : t_plain; }
 
+void check_launch_limits(Dim3 grid, Dim3 block, size_t dynamic_shared, LaunchLimits limits) {
+  const auto dims = [](Dim3 d) { return detail::concat("(", d.x, ", ", d.y, ", ", d.z, ")"); };
+  const std::string what = "grid " + dims(grid) + " x block " + dims(block);
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  TESSERA_CHECK(threads >= 1 && threads <= 1024 && block.x <= 1024 && block.y <= 1024 && block.z <= 64, "launch", what,
+                ": a block holds 1..1024 threads with x, y <= 1024 and z <= 64");
+  TESSERA_CHECK(grid.x >= 1 && grid.y >= 1 && grid.z >= 1, "launch", what, ": a grid dimension is 0");
+  TESSERA_CHECK(dynamic_shared <= kSharedMemoryLimit, "launch", what, ": ", dynamic_shared, " bytes of dynamic shared memory exceed ",
+                kSharedMemoryLimit, " (the limit without an opt-in)");
+  if (limits != LaunchLimits::hip) {
+    TESSERA_CHECK(grid.x <= 0x7FFFFFFFu && grid.y <= 65535 && grid.z <= 65535, "launch", what,
+                  ": exceeds CUDA's grid limits (x < 2^31, y and z <= 65535)");
+  }
+  if (limits != LaunchLimits::cuda) {
+    const auto over = [](unsigned g, unsigned b) { return uint64_t{g} * b >= (uint64_t{1} << 32); };
+    TESSERA_CHECK(!over(grid.x, block.x) && !over(grid.y, block.y) && !over(grid.z, block.z), "launch", what,
+                  ": exceeds HIP's limit of grid x block < 2^32 work-items per dimension");
+  }
+}
+
 void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
+  check_launch_limits(grid, block, dynamic_shared, settings().limits);
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   const int threads = static_cast<int>(block.x * block.y * block.z);
-  TESSERA_CHECK(threads >= 1 && threads <= 1024, "launch", "block of ", threads, " threads (1..1024 allowed)");
-  if (blocks == 0) return;
   auto block_state = [&](uint64_t bi) {
     ThreadState s;
     s.grid_dim = grid;
@@ -408,7 +431,10 @@ char* static_shared(const void* key, size_t bytes) {
   auto it = b.static_arrays.find(key);
   if (it == b.static_arrays.end()) {
     const size_t off = (b.arena.size() + kRedzone + 15) / 16 * 16;
-    TESSERA_CHECK(off + bytes + kRedzone <= b.arena.capacity(), "emulated", "static shared memory exceeds 64 KiB");
+    size_t used = b.dynamic_bytes + bytes;
+    for (const auto& [k, a] : b.static_arrays) used += a.second;
+    TESSERA_CHECK(used <= kSharedMemoryLimit && off + bytes + kRedzone <= b.arena.capacity(), "emulated", "shared memory of ", used,
+                  " bytes (static + dynamic) exceeds ", kSharedMemoryLimit);
     b.arena.resize(off, static_cast<char>(kRedzoneByte));
     b.arena.resize(off + bytes, static_cast<char>(kPoison));
     b.arena.resize(off + bytes + kRedzone, static_cast<char>(kRedzoneByte));

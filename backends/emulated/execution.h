@@ -19,14 +19,27 @@ struct Dim3 {
 };
 
 enum class Schedule { forward, reverse, random };
+/** Whose launch limits a launch must respect: a launch valid on only one vendor is a bug in a
+ *  kernel source shared by both, so the default enforces both. */
+enum class LaunchLimits { both, cuda, hip };
 
-/** Emulator settings; read from TESSERA_EMU_WARP (32 | 64) and TESSERA_EMU_SCHEDULE
- *  (forward | reverse | random[:seed]) at first use, changeable for tests. */
+/** Emulator settings; read from TESSERA_EMU_WARP (32 | 64), TESSERA_EMU_SCHEDULE
+ *  (forward | reverse | random[:seed]) and TESSERA_EMU_LIMITS (both | cuda | hip) at first
+ *  use, changeable for tests. */
 struct Settings {
   int warp_size = 32;
   Schedule schedule = Schedule::forward;
   uint64_t seed = 1;
+  LaunchLimits limits = LaunchLimits::both;
 };
+
+/** Per-block shared memory a kernel may use without an opt-in (static + dynamic): CUDA's 48 KiB. */
+inline constexpr size_t kSharedMemoryLimit = 48 * 1024;
+
+/** Throws tessera::Error when grid/block/shared memory exceed the vendor limits in `limits`:
+ *  CUDA: block <= 1024 threads (x, y <= 1024, z <= 64), grid.x < 2^31, grid.y and grid.z <= 65535,
+ *  48 KiB shared memory; HIP: the same block limits and, per dimension, grid x block < 2^32. */
+void check_launch_limits(Dim3 grid, Dim3 block, size_t dynamic_shared, LaunchLimits limits);
 Settings& settings();
 
 /** What a kernel body sees about itself. */

@@ -6,12 +6,26 @@
 #include <cstring>
 #include <memory>
 
+#include "../gpu/device_errors.h"
 #include "../gpu/kernels.h"
 #include "execution.h"
 #include "tessera/backend/registry.h"
+#include "tessera/runtime.h"
 
 namespace tessera {
 namespace {
+gpu::DeviceErrorSlot g_error_slot;  // "device memory" of the one emulated device
+std::atomic<bool> g_error_armed{false};
+
+// The host waits for the device here: count it and raise what kernels reported since the last sync.
+void host_sync() {
+  detail::note_host_sync();
+  if (!g_error_armed.exchange(false)) return;
+  const gpu::DeviceErrorSlot s = g_error_slot;
+  if (s.op == 0) return;
+  g_error_slot = {};
+  throw Error(gpu::device_error_message(s));
+}
 
 class EmulatedMemory final : public RawAllocator {
  public:
@@ -37,10 +51,16 @@ class EmulatedBackend final : public Backend {
   }
   CachingAllocator& allocator(int) override { return allocator_; }
   bool host_accessible() const override { return false; }
-  void copy_from_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
-  void copy_to_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
+  void copy_from_host(void* dst, const void* src, size_t n, int) override {
+    host_sync();  // a pageable upload waits for the stream on a GPU
+    std::memcpy(dst, src, n);
+  }
+  void copy_to_host(void* dst, const void* src, size_t n, int) override {
+    host_sync();
+    std::memcpy(dst, src, n);
+  }
   void copy_on_device(void* dst, int, const void* src, int, size_t n) override { std::memcpy(dst, src, n); }
-  void synchronize(int) override {}
+  void synchronize(int) override { host_sync(); }
   // "Pinned" memory is ordinary host memory here, but the loader takes the same path as on a GPU.
   void* allocate_pinned(size_t nbytes) override {
     ++pinned_allocations_;
@@ -59,6 +79,13 @@ class EmulatedBackend final : public Backend {
   CachingAllocator allocator_;
 };
 }  // namespace
+
+namespace gpu::emulated {
+DeviceErrorSlot* device_error_slot(int) {
+  g_error_armed = true;
+  return &g_error_slot;
+}
+}  // namespace gpu::emulated
 
 void register_emulated_backend() { register_backend(std::make_unique<EmulatedBackend>()); }
 

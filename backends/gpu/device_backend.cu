@@ -4,12 +4,16 @@
 // retried once, then tessera::OutOfMemory carries the stats), per-thread current streams
 // (StreamGuard), copies ordered on the current stream including peer copies, and the kernel
 // table of this source tree.
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "kernels.h"
 #include "tessera/backend/backend.h"
+#include "tessera/runtime.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
@@ -75,6 +79,43 @@ class VendorEvent final : public Event {
   vendor::EventHandle event_{};
 };
 
+// Per-device error slots in device memory (device_errors.h), allocated on first use. A slot is
+// read back at a host sync only when a checking kernel was launched since the last read.
+class ErrorSlots {
+ public:
+  static constexpr int kMaxDevices = 64;
+  DeviceErrorSlot* arm(int d) {
+    TESSERA_CHECK(d >= 0 && d < kMaxDevices, "device_error_slot", "device index ", d, " out of range");
+    std::lock_guard lock(mutex_);
+    if (!slots_[d]) {
+      TESSERA_GPU_CHECK(vendor::set_device(d));
+      void* p = nullptr;
+      TESSERA_GPU_CHECK(vendor::allocate(&p, sizeof(DeviceErrorSlot)));
+      const DeviceErrorSlot zero{};
+      TESSERA_GPU_CHECK(vendor::to_device(p, &zero, sizeof zero));
+      slots_[d] = static_cast<DeviceErrorSlot*>(p);
+    }
+    armed_[d] = true;
+    return slots_[d];
+  }
+  // Call after the host has waited for the device's work: throws what a kernel reported.
+  void check(int d) {
+    if (d < 0 || d >= kMaxDevices || !armed_[d].exchange(false)) return;
+    DeviceErrorSlot s{};
+    TESSERA_GPU_CHECK(vendor::to_host(&s, slots_[d], sizeof s));
+    if (s.op == 0) return;
+    const DeviceErrorSlot zero{};
+    TESSERA_GPU_CHECK(vendor::to_device(slots_[d], &zero, sizeof zero));
+    throw Error(device_error_message(s));
+  }
+
+ private:
+  std::mutex mutex_;
+  DeviceErrorSlot* slots_[kMaxDevices] = {};
+  std::atomic<bool> armed_[kMaxDevices] = {};
+};
+ErrorSlots g_error_slots;
+
 thread_local Stream* t_current_stream = nullptr;  // the Stream object behind vendor::current_stream()
 
 class DeviceBackend final : public Backend {
@@ -125,11 +166,15 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::set_device(d));
     TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vendor::current_stream()));
     TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
+    detail::note_host_sync();
+    g_error_slots.check(d);
   }
   void copy_to_host(void* dst, const void* src, size_t n, int d) override {
     TESSERA_GPU_CHECK(vendor::set_device(d));
     TESSERA_GPU_CHECK(vendor::to_host_async(dst, src, n, vendor::current_stream()));
     TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
+    detail::note_host_sync();
+    g_error_slots.check(d);
   }
   void copy_on_device(void* dst, int dd, const void* src, int sd, size_t n) override {
     if (dd == sd) {
@@ -142,6 +187,8 @@ class DeviceBackend final : public Backend {
   void synchronize(int d) override {
     TESSERA_GPU_CHECK(vendor::set_device(d));
     TESSERA_GPU_CHECK(vendor::synchronize());
+    detail::note_host_sync();
+    g_error_slots.check(d);
   }
   Stream* set_current_stream(int d, Stream* stream) override {
     auto* vs = stream ? dynamic_cast<VendorStream*>(stream) : nullptr;
@@ -178,6 +225,8 @@ class DeviceBackend final : public Backend {
   std::vector<std::unique_ptr<CachingAllocator>> allocators_;
 };
 }  // namespace
+
+DeviceErrorSlot* device_error_slot(int device) { return g_error_slots.arm(device); }
 
 /** The calling thread's current vendor stream (for vendor libraries called from host files). */
 vendor::StreamHandle current_vendor_stream() { return vendor::current_stream(); }

@@ -1,6 +1,8 @@
-// index_select, gather (one thread per output element, bounds-checked on the host first) and
-// scatter_add (atomic adds: duplicate indices accumulate; the order of float additions is
-// unspecified on real GPUs).
+// index_select, gather (one thread per output element) and scatter_add (atomic adds:
+// duplicate indices accumulate; the order of float additions is unspecified on real GPUs).
+// Indices are validated on the device: an index out of range is reported through the device
+// error slot (raised at the next host sync) and reads as 0; scatter_add validates every index
+// in a first pass and its adds skip when any is bad, so the destination is left untouched.
 #include "../common/index_views.h"
 #include "common.h"
 #include "kernels.h"
@@ -10,23 +12,41 @@ namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 namespace {
 using backend_common::along_axis_view;
-using backend_common::check_bounds;
 using backend_common::dispatch_index;
 using backend_common::index_select_as_gather;
 
 // out[i] = x[position of i with coordinate `axis` replaced by index[...]]; `ix` walks
 // (out, index, x with its axis stride zeroed).
 template <class T, class I>
-TESSERA_GLOBAL void gather_kernel(int64_t n, T* out, const I* index, const T* x, int64_t x_axis_stride, Indexer<3> ix) {
+TESSERA_GLOBAL void gather_kernel(int64_t n, T* out, const I* index, const T* x, int64_t x_axis_stride, int64_t size, Indexer<3> ix,
+                                  DeviceErrorSlot* errors, int code, int64_t axis) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     int64_t o[3];
     ix.offsets(i, o);
-    out[o[0]] = x[o[2] + static_cast<int64_t>(index[o[1]]) * x_axis_stride];
+    const int64_t k = static_cast<int64_t>(index[o[1]]);
+    if (k < 0 || k >= size) {
+      report_device_error(errors, code, kIndexOutOfRange, k, size, axis);
+      out[o[0]] = T{};
+    } else {
+      out[o[0]] = x[o[2] + k * x_axis_stride];
+    }
+  }
+}
+
+template <class I>
+TESSERA_GLOBAL void check_index_kernel(int64_t n, const I* index, int64_t size, Indexer<1> ix, DeviceErrorSlot* errors, int code, int64_t axis) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    int64_t o[1];
+    ix.offsets(i, o);
+    const int64_t k = static_cast<int64_t>(index[o[0]]);
+    if (k < 0 || k >= size) report_device_error(errors, code, kIndexOutOfRange, k, size, axis);
   }
 }
 
 template <class T, class I>
-TESSERA_GLOBAL void scatter_add_kernel(int64_t n, T* x, const I* index, const T* src, int64_t x_axis_stride, Indexer<3> ix) {
+TESSERA_GLOBAL void scatter_add_kernel(int64_t n, T* x, const I* index, const T* src, int64_t x_axis_stride, Indexer<3> ix,
+                                       const DeviceErrorSlot* errors) {
+  if (device_error_pending(errors)) return;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     int64_t o[3];
     ix.offsets(i, o);
@@ -35,37 +55,45 @@ TESSERA_GLOBAL void scatter_add_kernel(int64_t n, T* x, const I* index, const T*
 }
 
 // gather with an explicit index tensor shaped like the output.
-void gather_into(Tensor& out, const Tensor& x, const Tensor& index, int64_t axis, const char* op, bool checked) {
-  if (!checked) check_bounds(index, x.dim() ? x.size(axis) : 1, op, axis);
+void gather_into(Tensor& out, const Tensor& x, const Tensor& index, int64_t axis, OpId op) {
   int64_t axis_stride = 0;
+  const int64_t size = x.dim() ? x.size(axis) : 1;
   const Tensor xview = along_axis_view(x, out.shape(), axis, axis_stride);
-  backend_common::dispatch_all(x.dtype(), op, [&]<class T>() {
+  DeviceErrorSlot* errors = device_error_slot(out.device().index);
+  backend_common::dispatch_all(x.dtype(), op_name(op).data(), [&]<class T>() {
     dispatch_index(index.dtype(), [&]<class I>() {
       launch(gather_kernel<T, I>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), ptr<const I>(index),
-             ptr<const T>(xview), axis_stride, make_indexer<3>(out.shape(), {&out, &index, &xview}));
+             ptr<const T>(xview), axis_stride, size, make_indexer<3>(out.shape(), {&out, &index, &xview}), errors,
+             device_error_code(op), axis);
     });
   });
 }
 
 void index_select_op(const KernelCall& c) {
-  const Tensor idx = index_select_as_gather(c);
-  gather_into(c.outputs[0], c.inputs[0], idx, c.attrs.axis, "index_select", true);
+  const Tensor idx = index_select_as_gather(c, /*check_on_host=*/false);
+  gather_into(c.outputs[0], c.inputs[0], idx, c.attrs.axis, OpId::IndexSelect);
 }
 
-void gather_op(const KernelCall& c) { gather_into(c.outputs[0], c.inputs[0], c.inputs[1], c.attrs.axis, "gather", false); }
+void gather_op(const KernelCall& c) { gather_into(c.outputs[0], c.inputs[0], c.inputs[1], c.attrs.axis, OpId::Gather); }
 
 void scatter_add_op(const KernelCall& c) {
   const Tensor& index = c.inputs[0];
   const Tensor& src = c.inputs[1];
   Tensor& x = c.outputs[0];
   const int64_t axis = c.attrs.axis;
-  check_bounds(index, x.dim() ? x.size(axis) : 1, "scatter_add", axis);
+  if (index.numel() == 0) return;
   int64_t axis_stride = 0;
   const Tensor xview = along_axis_view(x, index.shape(), axis, axis_stride);
+  DeviceErrorSlot* errors = device_error_slot(x.device().index);
+  dispatch_index(index.dtype(), [&]<class I>() {
+    launch(check_index_kernel<I>, blocks_for(index.numel()), Grid{kThreads}, 0, false, index.numel(), ptr<const I>(index),
+           x.dim() ? x.size(axis) : int64_t{1}, make_indexer<1>(index.shape(), {&index}), errors, device_error_code(OpId::ScatterAdd),
+           axis);
+  });
   auto run = [&]<class T>() {
     dispatch_index(index.dtype(), [&]<class I>() {
       launch(scatter_add_kernel<T, I>, blocks_for(index.numel()), Grid{kThreads}, 0, false, index.numel(), ptr<T>(xview),
-             ptr<const I>(index), ptr<const T>(src), axis_stride, make_indexer<3>(index.shape(), {&xview, &index, &src}));
+             ptr<const I>(index), ptr<const T>(src), axis_stride, make_indexer<3>(index.shape(), {&xview, &index, &src}), errors);
     });
   };
   backend_common::dispatch_scatter(x.dtype(), run);

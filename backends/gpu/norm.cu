@@ -4,7 +4,6 @@
 
 #include "common.h"
 #include "kernels.h"
-#include "../common/index_views.h"
 #include "../common/row_math.h"
 
 namespace tessera::gpu {
@@ -138,10 +137,43 @@ TESSERA_GLOBAL void ln_bwd_params_kernel(int64_t rows, int64_t d, const T* g, co
   }
 }
 
+// Fused cross entropy, a warp per row: lanes stride over the classes (coalesced), max and sum
+// of exponentials combine by warp shuffles in the compute type. A target out of range is
+// reported through the device error slot (no host sync) and its row's loss is NaN.
 template <class T, class I>
-TESSERA_GLOBAL void cross_entropy_kernel(int64_t n, int64_t c, const T* x, const I* target, T* loss, T* logp, double eps, int64_t ignore) {
-  for (int64_t r = global_index(); r < n; r += grid_stride()) {
-    backend_common::cross_entropy_row(x + r * c, c, static_cast<int64_t>(target[r]), ignore, eps, logp + r * c, loss + r);
+TESSERA_GLOBAL void cross_entropy_kernel(int64_t n, int64_t c, const T* x, const I* target, T* loss, T* logp, double eps, int64_t ignore,
+                                         DeviceErrorSlot* errors, int code) {
+  using C = compute_t<T>;
+  const int64_t lane = static_cast<int64_t>(gpu::lane()), width = warp_size();
+  const auto ld = [](const T* p, int64_t i) { return static_cast<C>(p[i]); };
+  for (int64_t r = warp_row(); r < n; r += warp_rows_stride()) {
+    const T* row = x + r * c;
+    C mx = -INFINITY;
+    for (int64_t j = lane; j < c; j += width) mx = ld(row, j) > mx ? ld(row, j) : mx;
+    mx = warp_all_reduce(mx, [](C a, C b) { return a > b ? a : b; });
+    if (mx == C(INFINITY) || mx == C(-INFINITY)) mx = 0;
+    C s = 0;
+    for (int64_t j = lane; j < c; j += width) s += ::exp(ld(row, j) - mx);
+    s = warp_all_reduce(s, [](C a, C b) { return a + b; });
+    const C lse = mx + ::log(s);
+    C sum_logp = 0;
+    for (int64_t j = lane; j < c; j += width) {
+      const C v = ld(row, j) - lse;
+      logp[r * c + j] = static_cast<T>(v);
+      sum_logp += v;
+    }
+    sum_logp = warp_all_reduce(sum_logp, [](C a, C b) { return a + b; });
+    if (lane != 0) continue;
+    const int64_t t = static_cast<int64_t>(target[r]);
+    if (t == ignore) {
+      loss[r] = static_cast<T>(C(0));
+    } else if (t < 0 || t >= c) {
+      report_device_error(errors, code, kClassTargetOutOfRange, t, c, r);
+      loss[r] = static_cast<T>(C(NAN));
+    } else {
+      const C l = -((C(1) - C(eps)) * (ld(row, t) - lse) + C(eps) / static_cast<C>(c) * sum_logp);
+      loss[r] = static_cast<T>(l);
+    }
   }
 }
 
@@ -187,11 +219,11 @@ void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
   const int64_t n = logits.size(0), classes = logits.size(1), ignore = c.attrs.axis;
-  backend_common::check_class_targets(target, classes, ignore);
+  DeviceErrorSlot* errors = device_error_slot(logits.device().index);
   backend_common::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
     auto run = [&]<class I>() {
-      launch(cross_entropy_kernel<T, I>, blocks_for(n), Grid{kThreads}, 0, false, n, classes, ptr<const T>(logits), ptr<const I>(target),
-             ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), c.attrs.scalar, ignore);
+      launch(cross_entropy_kernel<T, I>, warp_row_blocks(n), Grid{kThreads}, 0, true, n, classes, ptr<const T>(logits), ptr<const I>(target),
+             ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), c.attrs.scalar, ignore, errors, device_error_code(OpId::CrossEntropy));
     };
     if (target.dtype() == DType::i32) run.template operator()<int32_t>();
     else run.template operator()<int64_t>();

@@ -186,6 +186,8 @@ template <class T> TESSERA_DEVICE void atomic_add(T* p, T v) {
     atomicAdd(p, v);
   }
 }
+/** Compare-and-swap on a 32-bit int; returns the old value. */
+TESSERA_DEVICE int atomic_cas(int* p, int expected, int desired) { return atomicCAS(p, expected, desired); }
 template <class T> TESSERA_DEVICE T* dynamic_shared() {
   extern __shared__ unsigned char tessera_dynamic_shared[];
   return reinterpret_cast<T*>(tessera_dynamic_shared);
@@ -219,6 +221,10 @@ template <class T> T shfl_xor(T v, int m, std::source_location w = std::source_l
 }
 // Blocks run on several host threads at once, so device atomics must be real atomics.
 template <class T> void atomic_add(T* p, T v) { std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed); }
+inline int atomic_cas(int* p, int expected, int desired) {
+  std::atomic_ref<int>(*p).compare_exchange_strong(expected, desired, std::memory_order_relaxed);
+  return expected;
+}
 template <class T> T* dynamic_shared() { return reinterpret_cast<T*>(emu::dynamic_shared()); }
 #define TESSERA_SHARED_ARRAY(T, name, count)   \
   static const char name##_site = 0;           \

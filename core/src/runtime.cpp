@@ -1,7 +1,11 @@
 // Process-level controls that go through the backend registry.
 #include "tessera/runtime.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "tessera/backend/registry.h"
 #include "tessera/ops/creation.h"
@@ -57,5 +61,53 @@ void record_stream(const Tensor& t, Stream& stream) {
   if (!t.defined() || !t.storage() || !t.storage()->data()) return;
   backend_for_device(t.device(), "record_stream").allocator(t.device().index).record_stream(t.storage()->data(), stream.tag());
 }
+
+namespace {
+std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* e = std::getenv("TESSERA_ALLOW_TF32");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  return flag;
+}
+}  // namespace
+
+void set_allow_tf32(bool allow) { tf32_flag() = allow; }
+bool allow_tf32() { return tf32_flag(); }
+
+namespace {
+std::mutex g_sync_mutex;
+std::map<std::string, int64_t> g_syncs;
+thread_local const char* t_current_op = nullptr;
+}  // namespace
+
+HostSyncStats host_sync_stats() {
+  std::lock_guard lock(g_sync_mutex);
+  HostSyncStats s;
+  for (const auto& [op, n] : g_syncs) {
+    s.total += n;
+    s.by_op.emplace_back(op, n);
+  }
+  return s;
+}
+
+void reset_host_sync_stats() {
+  std::lock_guard lock(g_sync_mutex);
+  g_syncs.clear();
+}
+
+namespace detail {
+void note_host_sync() {
+  std::lock_guard lock(g_sync_mutex);
+  ++g_syncs[t_current_op ? t_current_op : "(host)"];
+}
+OpScope::OpScope(const char* op) : outer_(t_current_op == nullptr) {
+  if (outer_) t_current_op = op;
+}
+OpScope::~OpScope() {
+  if (outer_) t_current_op = nullptr;
+}
+const char* current_op() { return t_current_op; }
+}  // namespace detail
 
 }  // namespace tessera

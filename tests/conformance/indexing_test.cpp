@@ -82,16 +82,46 @@ TEST_CASE("one_hot and embedding") {
   TESSERA_CHECK_CLOSE(e, want);
 }
 
+// Device backends validate indices in the kernel and raise at the next host sync (like a
+// device-side assert), so each expression below ends with a copy to the host or a synchronize.
 TEST_CASE("out-of-range indices throw naming the op and leave outputs untouched") {
   const Tensor x = zeros({3, 4}, DType::f32, device());
   const Tensor bad = from_vector<int64_t>({0, 3}, {2}).to(device());
-  TESSERA_CHECK_THROWS_WITH(index_select(x, 0, bad), "index_select: index 3 is out of range for axis 0 of size 3");
+  TESSERA_CHECK_THROWS_WITH(index_select(x, 0, bad).to(kCPU), "index_select: index 3 is out of range for axis 0 of size 3");
   const Tensor neg = from_vector<int64_t>({0, -1, 0, 0}, {1, 4}).to(device());
-  TESSERA_CHECK_THROWS_WITH(gather(x, 0, neg), "gather: index -1 is out of range");
+  TESSERA_CHECK_THROWS_WITH(gather(x, 0, neg).to(kCPU), "gather: index -1 is out of range");
   Tensor target = zeros({3, 4}, DType::f32, device());
   const Tensor idx = from_vector<int64_t>({0, 1, 2, 7}, {1, 4}).to(device());
-  TESSERA_CHECK_THROWS_WITH(scatter_add_(target, 0, idx, ones({1, 4}, DType::f32, device())), "scatter_add: index 7");
+  TESSERA_CHECK_THROWS_WITH(
+      [&] {
+        scatter_add_(target, 0, idx, ones({1, 4}, DType::f32, device()));
+        synchronize(device());
+      }(),
+      "scatter_add: index 7");
   CHECK(sum(target).item<float>() == 0.0f);
   TESSERA_CHECK_THROWS_WITH(one_hot(from_vector<int64_t>({5}, {1}).to(device()), 3), "one_hot: labels must lie in [0, 3)");
   TESSERA_CHECK_THROWS_WITH(index_select(x, 0, from_vector<float>({0}, {1}).to(device())), "index_select: index must be int32 or int64");
+  // The error is reported once: the next sync is clean.
+  CHECK(sum(gather(x, 0, from_vector<int64_t>({2, 0, 1, 0}, {1, 4}).to(device()))).item<float>() == 0.0f);
+}
+
+TEST_CASE("index validation makes no host sync of its own") {
+  const Tensor x = arange(12, DType::f32, device()).reshape({3, 4});
+  const Tensor idx = from_vector<int64_t>({2, 0, 1, 2}, {1, 4}).to(device());
+  Tensor acc = zeros({3, 4}, DType::f32, device());
+  reset_host_sync_stats();
+  const Tensor g = gather(x, 0, idx);
+  const Tensor s = index_select(x, 1, from_vector<int32_t>({3, 0}, {2}).to(kCPU).to(device()));
+  scatter_add_(acc, 0, idx, ones({1, 4}, DType::f32, device()));
+  const Tensor ce = cross_entropy(x, from_vector<int64_t>({3, 0, 1}, {3}).to(device()));
+  const HostSyncStats stats = host_sync_stats();
+  int64_t in_ops = 0;
+  for (const auto& [op, n] : stats.by_op) in_ops += op == "(host)" ? 0 : n;
+  CHECK(in_ops == 0);  // only the host-side uploads of the index tensors may sync
+  CHECK(g.to_vector<float>()[0] == 8.0f);
+  CHECK(s.to_vector<float>()[0] == 3.0f);
+  CHECK(sum(acc).item<float>() == 4.0f);
+  CHECK(std::isfinite(ce.item<float>()));
+  TESSERA_CHECK_THROWS_WITH(cross_entropy(x, from_vector<int64_t>({3, 4, 1}, {3}).to(device())).item<float>(),
+                            "cross_entropy: target 4 at position 1 is out of range for 4 classes");
 }

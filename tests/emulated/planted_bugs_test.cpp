@@ -96,3 +96,26 @@ TEST_CASE("shared memory starts poisoned and out-of-bounds shared writes are det
     if (gpu::thread_x() == 0) s[5] = 1;  // past the array: lands in its redzone
   }, {2}, {32}, 0, true, static_cast<int*>(nullptr)), doctest::Contains("redzone"), Error);
 }
+
+namespace {
+TESSERA_GLOBAL void touch(int* out) {
+  if (gpu::global_index() == 0) *out = 1;
+}
+}  // namespace
+
+TEST_CASE("launches over a vendor's limits are rejected before they run") {
+  int out = 0;
+  // 2^23 blocks of 1024 threads: valid on CUDA (grid.x < 2^31), 2^33 work-items are over HIP's 2^32.
+  CHECK_THROWS_WITH_AS(gpu::launch(touch, {1u << 23}, {1024}, 0, false, &out), doctest::Contains("HIP's limit"), Error);
+  CHECK_NOTHROW(emu::check_launch_limits({1u << 23}, {1024}, 0, emu::LaunchLimits::cuda));
+  CHECK_THROWS_WITH_AS(emu::check_launch_limits({1u << 23}, {1024}, 0, emu::LaunchLimits::hip), doctest::Contains("HIP's limit"), Error);
+  // grid.y over 65535 is CUDA's limit (HIP allows it).
+  CHECK_THROWS_WITH_AS(gpu::launch(touch, {1, 70000}, {32}, 0, false, &out), doctest::Contains("CUDA's grid limits"), Error);
+  CHECK_NOTHROW(emu::check_launch_limits({1, 70000}, {32}, 0, emu::LaunchLimits::hip));
+  CHECK_THROWS_WITH_AS(gpu::launch(touch, {1}, {1025}, 0, false, &out), doctest::Contains("1..1024 threads"), Error);
+  CHECK_THROWS_WITH_AS(gpu::launch(touch, {1}, {1, 1, 65}, 0, false, &out), doctest::Contains("z <= 64"), Error);
+  CHECK_THROWS_WITH_AS(gpu::launch(touch, {1}, {32}, 49 * 1024, true, &out), doctest::Contains("dynamic shared memory"), Error);
+  CHECK(out == 0);  // nothing ran
+  gpu::launch(touch, {1}, {32}, 0, false, &out);
+  CHECK(out == 1);
+}

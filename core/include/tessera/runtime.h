@@ -1,5 +1,10 @@
 #pragma once
 // Process-level controls: threads, synchronisation and memory statistics.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "tessera/backend/allocator.h"
 #include "tessera/device.h"
 
@@ -8,6 +13,16 @@ namespace tessera {
 /** Worker threads for host-parallel backends (0 = all cores). */
 void set_num_threads(int threads);
 int num_threads();
+/**
+ * Precision policy for f32 products (matmul, linear, conv) on NVIDIA GPUs: false (the default)
+ * keeps them strict IEEE f32 in cuBLAS, cuBLASLt and cuDNN; true lets those libraries use TF32
+ * tensor cores (10-bit mantissa inputs, f32 accumulation), ~8x faster on sm_80+ but with
+ * ~1e-3 relative error. The environment variable TESSERA_ALLOW_TF32=1 sets the initial value.
+ * Other backends compute f32 in f32 regardless.
+ */
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 /** Waits for all queued work on `device`. */
 void synchronize(Device device = kCPU);
 /** Allocator statistics of `device`. */
@@ -49,5 +64,36 @@ class StreamGuard {
  * allocated on): when `t` is freed its block is not reused until the device is synchronised.
  */
 void record_stream(const Tensor& t, Stream& stream);
+
+/**
+ * Host synchronisations: each time the host waited for a device (a copy to the host, `item()`,
+ * `synchronize`, a pageable upload), counted per process and attributed to the outermost op
+ * running on the calling thread at the time ("(host)" outside any op). Device backends report
+ * them; a training step that syncs more than once per logged loss stalls the GPU.
+ */
+struct HostSyncStats {
+  int64_t total = 0;
+  std::vector<std::pair<std::string, int64_t>> by_op;  ///< sorted by name
+};
+HostSyncStats host_sync_stats();
+void reset_host_sync_stats();
+
+namespace detail {
+/** Called by backends when the host blocks on `device`. */
+void note_host_sync();
+/** Marks the calling thread as running `op` while it lives (nested scopes keep the outer op). */
+class OpScope {
+ public:
+  explicit OpScope(const char* op);
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  bool outer_;
+};
+/** The outermost op running on this thread, or nullptr. */
+const char* current_op();
+}  // namespace detail
 
 }  // namespace tessera

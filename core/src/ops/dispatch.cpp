@@ -2,6 +2,7 @@
 
 #include "tessera/backend/registry.h"
 #include "tessera/error.h"
+#include "tessera/runtime.h"
 
 namespace tessera::detail {
 
@@ -30,6 +31,7 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
   Backend& backend = backend_for_device(device, name);
   KernelFn fn = backend.kernels()[op];
   if (!fn) throw NotImplemented(concat(name, ": not implemented on ", backend.name()));
+  const OpScope scope(name);
   fn(KernelCall{op, inputs, outputs, attrs});
 }
 
