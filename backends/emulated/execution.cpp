@@ -3,6 +3,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/context/fiber.hpp>
 #include <boost/context/pooled_fixedsize_stack.hpp>
 #include <cstdlib>
@@ -264,9 +265,20 @@ void check_launch_limits(Dim3 grid, Dim3 block, size_t dynamic_shared, LaunchLim
   }
 }
 
+namespace {
+std::atomic<int64_t> g_launches{0}, g_blocks{0}, g_max_blocks{0};
+}  // namespace
+
+LaunchStats launch_stats() { return {g_launches.load(), g_blocks.load(), g_max_blocks.load()}; }
+void reset_launch_stats() { g_launches = 0, g_blocks = 0, g_max_blocks = 0; }
+
 void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
   check_launch_limits(grid, block, dynamic_shared, settings().limits);
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  ++g_launches;
+  g_blocks += static_cast<int64_t>(blocks);
+  for (int64_t m = g_max_blocks.load(); m < static_cast<int64_t>(blocks) && !g_max_blocks.compare_exchange_weak(m, static_cast<int64_t>(blocks));) {
+  }
   const int threads = static_cast<int>(block.x * block.y * block.z);
   auto block_state = [&](uint64_t bi) {
     ThreadState s;

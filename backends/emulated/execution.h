@@ -52,6 +52,14 @@ const ThreadState& current();
  *  shuffles and shared memory (threads are fibers); others run threads in a plain loop. */
 void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative);
 
+/** Launch counters since the last reset (for tests and the GPU model bench): kernels launched,
+ *  blocks in all of them, and the most blocks one launch had. */
+struct LaunchStats {
+  int64_t launches = 0, blocks = 0, max_blocks = 0;
+};
+LaunchStats launch_stats();
+void reset_launch_stats();
+
 void sync_threads(std::source_location where = std::source_location::current());
 /** Warp shuffles over 64-bit payloads (narrower types are widened by the caller). */
 uint64_t shuffle(uint64_t value, int src_lane, std::source_location where);

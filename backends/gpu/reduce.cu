@@ -1,12 +1,14 @@
 // Reductions, arg-reductions, cumsum and softmax. The host lays the reduced axes out as the
 // rows of a contiguous [rows, len] tensor (a copy only when they are not already last and
-// dense); a block reduces each row with a shared-memory tree finished by warp shuffles, so the
-// result is deterministic for a given shape.
+// dense). Accumulation is in the compute type (f32 for f32/f16/bf16, f64 only for f64): each
+// thread sums its strided elements with Kahan compensation and threads combine in a fixed
+// shared-memory tree finished by warp shuffles, so results are deterministic for a given shape.
+// Few long rows (a whole-tensor sum) are split into chunks reduced by separate blocks and
+// combined by a second pass, so a 16M-element sum keeps hundreds of SMs busy, not one.
 #include <cmath>
 #include <numeric>
 
 #include "../common/row_layout.h"
-#include "../common/row_math.h"
 #include "common.h"
 #include "kernels.h"
 #include "tessera/kernels/convert.h"
@@ -19,10 +21,44 @@ namespace {
 using backend_common::along_axis;
 using backend_common::as_rows;
 
-template <class T> using SumOp = kernels::SumReducer<T>;
+// Sums in the compute type (the shared SumReducer widens floats to double: 2x slower on data
+// center GPUs, 16-64x on consumer ones); integers still wrap in uint64.
+template <class T> struct GpuSum {
+  using Acc = std::conditional_t<kernels::is_float_like_v<T>, compute_t<T>, uint64_t>;
+  static constexpr bool kCompensated = std::is_same_v<Acc, float>;
+  static TESSERA_HD Acc init() { return Acc(0); }
+  static TESSERA_HD Acc merge(Acc a, Acc b) { return a + b; }
+  static TESSERA_HD Acc step(Acc a, T v) { return a + static_cast<Acc>(static_cast<compute_t<T>>(v)); }
+  static TESSERA_HD T finish(Acc a) { return kernels::finish_wide<T>(a); }
+  TESSERA_HD Acc operator()(Acc a, Acc b) const { return merge(a, b); }
+};
 template <class T> using ProdOp = kernels::ProdReducer<T>;
 template <class T> using MaxOp = kernels::MaxReducer<T>;
 template <class T> using MinOp = kernels::MinReducer<T>;
+
+template <class Op> constexpr bool compensated() {
+  if constexpr (requires { Op::kCompensated; }) return Op::kCompensated;
+  else return false;
+}
+
+// This thread's share of in[begin, end) (stride: the block's threads), Kahan-compensated for
+// f32 sums; the compensation is dropped once the sum is not finite so inf stays inf.
+template <class Op, class T> TESSERA_DEVICE typename Op::Acc thread_accumulate(const T* in, int64_t begin, int64_t end) {
+  using Acc = typename Op::Acc;
+  Acc acc = Op::init();
+  if constexpr (compensated<Op>()) {
+    Acc c = 0;
+    for (int64_t j = begin + thread_x(); j < end; j += block_dim_x()) {
+      const Acc y = static_cast<Acc>(static_cast<compute_t<T>>(in[j])) - c;
+      const Acc t = acc + y;
+      c = t - t == Acc(0) ? (t - acc) - y : Acc(0);  // t - t is 0 exactly when t is finite
+      acc = t;
+    }
+  } else {
+    for (int64_t j = begin + thread_x(); j < end; j += block_dim_x()) acc = Op::step(acc, in[j]);
+  }
+  return acc;
+}
 
 // Reduces v across the block (blockDim a power of two >= the warp size); every thread gets it.
 template <class Acc, class Op> TESSERA_DEVICE Acc block_reduce(Acc v, Op op, Acc* smem) {
@@ -48,52 +84,140 @@ template <class T, class Op> TESSERA_GLOBAL void reduce_rows_kernel(int64_t rows
   using Acc = typename Op::Acc;
   TESSERA_SHARED_ARRAY(Acc, smem, kThreads);
   for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
+    const Acc acc = block_reduce(thread_accumulate<Op>(in, r * len, (r + 1) * len), Op{}, smem);
+    if (thread_x() == 0) out[r] = Op::finish(acc);
+  }
+}
+
+// Pass 1 of a chunked reduction: block b reduces chunk b % chunks of row b / chunks.
+template <class T, class Op>
+TESSERA_GLOBAL void reduce_chunks_kernel(int64_t rows, int64_t len, int64_t chunks, int64_t chunk_len, const T* in, typename Op::Acc* partial) {
+  using Acc = typename Op::Acc;
+  TESSERA_SHARED_ARRAY(Acc, smem, kThreads);
+  for (int64_t b = block_x(); b < rows * chunks; b += grid_dim_x()) {
+    const int64_t r = b / chunks, begin = (b % chunks) * chunk_len;
+    const int64_t end = begin + chunk_len < len ? begin + chunk_len : len;
+    const Acc acc = block_reduce(thread_accumulate<Op>(in + r * len, begin, end), Op{}, smem);
+    if (thread_x() == 0) partial[b] = acc;
+  }
+}
+
+// Pass 2: a block per row merges its chunks' partial results in chunk order.
+template <class T, class Op> TESSERA_GLOBAL void merge_chunks_kernel(int64_t rows, int64_t chunks, const typename Op::Acc* partial, T* out) {
+  using Acc = typename Op::Acc;
+  TESSERA_SHARED_ARRAY(Acc, smem, kThreads);
+  for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
     Acc acc = Op::init();
-    for (int64_t j = thread_x(); j < len; j += block_dim_x()) acc = Op::step(acc, in[r * len + j]);
+    for (int64_t j = thread_x(); j < chunks; j += block_dim_x()) acc = Op::merge(acc, partial[r * chunks + j]);
     acc = block_reduce(acc, Op{}, smem);
     if (thread_x() == 0) out[r] = Op::finish(acc);
   }
 }
 
+// Arg-extremes, a warp per row: lanes scan strided elements, then (value, index) pairs merge
+// by shuffles. The first extreme wins ties; a NaN beats everything (the first NaN among NaNs).
 template <class T, bool kMax> TESSERA_GLOBAL void arg_rows_kernel(int64_t rows, int64_t len, const T* in, int64_t* out) {
-  for (int64_t r = global_index(); r < rows; r += grid_stride()) out[r] = backend_common::arg_extreme_row<T, kMax>(in + r * len, len);
+  using C = compute_t<T>;
+  const auto better = [](C v, int64_t i, C bv, int64_t bi) {  // is (v, i) preferred to (bv, bi)?
+    if (v != v || bv != bv) return v != v && (bv == bv || i < bi);
+    return kMax ? (v > bv || (v == bv && i < bi)) : (v < bv || (v == bv && i < bi));
+  };
+  const int64_t lane = gpu::lane(), width = warp_size();
+  for (int64_t r = warp_row(); r < rows; r += warp_rows_stride()) {
+    C best = static_cast<C>(in[r * len]);
+    int64_t bi = 0;
+    for (int64_t j = lane; j < len; j += width) {
+      const C v = static_cast<C>(in[r * len + j]);
+      if (better(v, j, best, bi)) best = v, bi = j;
+    }
+    for (int m = static_cast<int>(width) / 2; m > 0; m >>= 1) {
+      const C ov = shfl_xor(best, m);
+      const int64_t oi = shfl_xor(bi, m);
+      if (better(ov, oi, best, bi)) best = ov, bi = oi;
+    }
+    if (lane == 0) out[r] = bi;
+  }
 }
 
+// Inclusive scan, a block per row: the row goes by in tiles of blockDim elements; each tile is
+// scanned in shared memory (Hillis-Steele) and offset by the running total of earlier tiles.
 template <class T> TESSERA_GLOBAL void cumsum_rows_kernel(int64_t rows, int64_t len, const T* in, T* out) {
-  for (int64_t r = global_index(); r < rows; r += grid_stride()) {
-    auto acc = SumOp<T>::init();
-    for (int64_t j = 0; j < len; ++j) {
-      acc = SumOp<T>::step(acc, in[r * len + j]);
-      out[r * len + j] = SumOp<T>::finish(acc);
+  using Op = GpuSum<T>;
+  using Acc = typename Op::Acc;
+  TESSERA_SHARED_ARRAY(Acc, smem, kThreads);
+  const unsigned t = thread_x(), n = block_dim_x();
+  for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
+    Acc carry = Op::init();
+    for (int64_t base = 0; base < len; base += n) {
+      const int64_t j = base + t;
+      smem[t] = j < len ? Op::step(Op::init(), in[r * len + j]) : Op::init();
+      sync_threads();
+      for (unsigned off = 1; off < n; off <<= 1) {
+        const Acc add = t >= off ? smem[t - off] : Op::init();
+        sync_threads();
+        smem[t] = Op::merge(smem[t], add);
+        sync_threads();
+      }
+      if (j < len) out[r * len + j] = Op::finish(Op::merge(carry, smem[t]));
+      carry = Op::merge(carry, smem[n - 1]);
+      sync_threads();  // smem is rewritten by the next tile
     }
   }
 }
 
-template <class T> struct MaxC {
-  TESSERA_HD double operator()(double a, double b) const { return (a != a) ? a : (b != b) ? b : (b > a ? b : a); }
+template <class C> struct MaxC {
+  TESSERA_HD C operator()(C a, C b) const { return (a != a) ? a : (b != b) ? b : (b > a ? b : a); }
 };
-struct AddD {
-  TESSERA_HD double operator()(double a, double b) const { return a + b; }
+template <class C> struct AddC {
+  TESSERA_HD C operator()(C a, C b) const { return a + b; }
 };
 
+// Softmax, a block per row, in the compute type: max, sum of exp(x - max), then the outputs.
 template <class T, bool kLog> TESSERA_GLOBAL void softmax_rows_kernel(int64_t rows, int64_t len, const T* in, T* out) {
-  TESSERA_SHARED_ARRAY(double, smem, kThreads);
+  using C = compute_t<T>;
+  TESSERA_SHARED_ARRAY(C, smem, kThreads);
   for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
-    double mx = -INFINITY;
-    for (int64_t j = thread_x(); j < len; j += block_dim_x()) mx = MaxC<T>{}(mx, static_cast<double>(static_cast<compute_t<T>>(in[r * len + j])));
-    mx = block_reduce(mx, MaxC<T>{}, smem);
-    if (mx == INFINITY || mx == -INFINITY) mx = 0;  // all -inf rows: shift by 0, not inf
-    double s = 0;
-    for (int64_t j = thread_x(); j < len; j += block_dim_x()) s += ::exp(static_cast<double>(static_cast<compute_t<T>>(in[r * len + j])) - mx);
-    s = block_reduce(s, AddD{}, smem);
+    const T* row = in + r * len;
+    C mx = -INFINITY;
+    for (int64_t j = thread_x(); j < len; j += block_dim_x()) mx = MaxC<C>{}(mx, static_cast<C>(row[j]));
+    mx = block_reduce(mx, MaxC<C>{}, smem);
+    if (mx == C(INFINITY) || mx == C(-INFINITY)) mx = 0;  // all -inf rows: shift by 0, not inf
+    C s = 0;
+    for (int64_t j = thread_x(); j < len; j += block_dim_x()) s += ::exp(static_cast<C>(row[j]) - mx);
+    s = block_reduce(s, AddC<C>{}, smem);
+    const C log_s = ::log(s), inv_s = C(1) / s;
     for (int64_t j = thread_x(); j < len; j += block_dim_x()) {
-      const double x = static_cast<double>(static_cast<compute_t<T>>(in[r * len + j])) - mx;
-      out[r * len + j] = static_cast<T>(static_cast<compute_t<T>>(kLog ? x - ::log(s) : ::exp(x) / s));
+      const C x = static_cast<C>(row[j]) - mx;
+      out[r * len + j] = static_cast<T>(kLog ? x - log_s : ::exp(x) * inv_s);
     }
   }
 }
 
 Grid row_blocks(int64_t rows) { return Grid{static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 4096))}; }
+
+// Chunks per row so that few long rows still launch >= kTargetBlocks blocks (above the SM count
+// of an H100, 132, or an MI300X, 304), each chunk at least kMinChunk elements. Depends only on
+// the shape, so the summation order (and the result) does too.
+constexpr int64_t kTargetBlocks = 512, kMinChunk = int64_t{kThreads} * 16;
+int64_t chunks_for(int64_t rows, int64_t len) {
+  if (rows >= kTargetBlocks || len < 2 * kMinChunk) return 1;
+  const int64_t want = (kTargetBlocks + rows - 1) / rows;
+  return std::clamp<int64_t>(std::min(want, len / kMinChunk), 1, 4096);
+}
+
+template <class T, class Op> void reduce_rows(int64_t nrows, int64_t len, const T* in, T* out, Device device) {
+  const int64_t chunks = chunks_for(nrows, len);
+  if (chunks == 1) {
+    launch(reduce_rows_kernel<T, Op>, row_blocks(nrows), Grid{kThreads}, 0, true, nrows, len, in, out);
+    return;
+  }
+  using Acc = typename Op::Acc;
+  const int64_t chunk_len = (len + chunks - 1) / chunks;
+  const Tensor partial = empty({nrows * chunks * static_cast<int64_t>(sizeof(Acc))}, DType::u8, device);
+  launch(reduce_chunks_kernel<T, Op>, row_blocks(nrows * chunks), Grid{kThreads}, 0, true, nrows, len, chunks, chunk_len, in,
+         ptr<Acc>(partial));
+  launch(merge_chunks_kernel<T, Op>, row_blocks(nrows), Grid{kThreads}, 0, true, nrows, chunks, ptr<const Acc>(partial), out);
+}
 
 template <template <class> class Op> void reduce_op(const KernelCall& c) {
   const Tensor& x = c.inputs[0];
@@ -101,10 +225,7 @@ template <template <class> class Op> void reduce_op(const KernelCall& c) {
   std::vector<int64_t> order;
   const Tensor rows = as_rows(x, c.attrs.axes, order);
   const int64_t nrows = out.numel(), len = numel(x.shape()) / std::max<int64_t>(nrows, 1);
-  auto run = [&]<class T>() {
-    launch(reduce_rows_kernel<T, Op<T>>, row_blocks(nrows), Grid{kThreads}, 0, true, nrows, x.numel() ? len : 0,
-           ptr<const T>(rows), ptr<T>(out));
-  };
+  auto run = [&]<class T>() { reduce_rows<T, Op<T>>(nrows, x.numel() ? len : 0, ptr<const T>(rows), ptr<T>(out), out.device()); };
   if constexpr (std::is_same_v<Op<float>, MaxOp<float>> || std::is_same_v<Op<float>, MinOp<float>>) {
     backend_common::dispatch_all(x.dtype(), op_name(c.op).data(), run);
   } else {
@@ -117,7 +238,7 @@ template <bool kMax> void arg_op(const KernelCall& c) {
   std::vector<int64_t> order;
   const Tensor rows = as_rows(x, {c.attrs.axis}, order);
   backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), [&]<class T>() {
-    launch(arg_rows_kernel<T, kMax>, blocks_for(rows.size(0)), Grid{kThreads}, 0, false, rows.size(0), rows.size(1),
+    launch(arg_rows_kernel<T, kMax>, warp_row_blocks(rows.size(0)), Grid{kThreads}, 0, true, rows.size(0), rows.size(1),
            ptr<const T>(rows), ptr<int64_t>(c.outputs[0]));
   });
 }
@@ -125,8 +246,8 @@ template <bool kMax> void arg_op(const KernelCall& c) {
 void cumsum_op(const KernelCall& c) {
   backend_common::dispatch_numeric(c.inputs[0].dtype(), "cumsum", [&]<class T>() {
     along_axis(c, [&](const Tensor& rows, Tensor& res) {
-      launch(cumsum_rows_kernel<T>, blocks_for(rows.size(0)), Grid{kThreads}, 0, false, rows.size(0), rows.size(1),
-             ptr<const T>(rows), ptr<T>(res));
+      launch(cumsum_rows_kernel<T>, row_blocks(rows.size(0)), Grid{kThreads}, 0, true, rows.size(0), rows.size(1), ptr<const T>(rows),
+             ptr<T>(res));
     });
   });
 }
@@ -142,7 +263,7 @@ template <bool kLog> void softmax_op(const KernelCall& c) {
 }  // namespace
 
 void register_reductions(KernelTable& table) {
-  table[OpId::Sum] = &reduce_op<SumOp>;
+  table[OpId::Sum] = &reduce_op<GpuSum>;
   table[OpId::Prod] = &reduce_op<ProdOp>;
   table[OpId::Max] = &reduce_op<MaxOp>;
   table[OpId::Min] = &reduce_op<MinOp>;

@@ -175,3 +175,20 @@ TEST_CASE("large reductions are accurate and independent of the thread count") {
   CHECK(std::fabs(s1 - want) <= 1e-3);
   TESSERA_CHECK_CLOSE(sum(m, {0}), ref::reduce(to_ref(m), {0}, false, 0.0, add_fold), Tolerance{1e-5, 1e-4});
 }
+
+TEST_CASE("long rows: cumsum across many tiles, arg-extremes with ties and NaN in late lanes") {
+  const int64_t len = 1000;
+  std::vector<float> v(2 * len);
+  for (int64_t j = 0; j < 2 * len; ++j) v[j] = static_cast<float>((j * 37) % 11) - 5.0f;
+  v[700] = 9.0f, v[950] = 9.0f;           // row 0: first maximum at 700
+  v[len + 999] = NAN, v[len + 998] = -9;  // row 1: the NaN wins argmax and argmin
+  const Tensor x = from_vector(v, {2, len}).to(device());
+  CHECK(argmax(x, 1).to_vector<int64_t>() == std::vector<int64_t>{700, 999});
+  CHECK(argmin(x, 1).to_vector<int64_t>() == std::vector<int64_t>{argmin(x.to(kCPU), 1).to_vector<int64_t>()[0], 999});
+  const std::vector<float> c = cumsum(x, 1).to_vector<float>();
+  double run = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    run += v[j];
+    CHECK(c[j] == doctest::Approx(run).epsilon(1e-6));
+  }
+}

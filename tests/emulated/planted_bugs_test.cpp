@@ -10,6 +10,7 @@
 
 #include "planted_kernels.h"
 #include "tessera/error.h"
+#include "tessera/tessera.h"
 
 using namespace tessera;
 using namespace tessera::planted;
@@ -118,4 +119,18 @@ TEST_CASE("launches over a vendor's limits are rejected before they run") {
   CHECK(out == 0);  // nothing ran
   gpu::launch(touch, {1}, {32}, 0, false, &out);
   CHECK(out == 1);
+}
+
+TEST_CASE("a whole-tensor reduction of 16M elements spreads over many blocks and stays exact") {
+  const Device dev(DeviceType::emulated, 0);
+  const int64_t n = int64_t{1} << 24;
+  const Tensor x = ones({n}, DType::f32, dev);
+  emu::reset_launch_stats();
+  const Tensor s = sum(x);
+  CHECK(emu::launch_stats().max_blocks >= 132);  // an H100 has 132 SMs
+  CHECK(emu::launch_stats().launches <= 2);      // two passes, no host round trip
+  CHECK(s.item<float>() == static_cast<float>(n));
+  const Tensor r = sum(ones({4, 1 << 20}, DType::f32, dev), {1});
+  CHECK(emu::launch_stats().max_blocks >= 132);
+  CHECK(r.to_vector<float>() == std::vector<float>(4, static_cast<float>(1 << 20)));
 }
