@@ -7,6 +7,7 @@
 #include "tessera/autograd.h"
 #include "tessera/backend/registry.h"
 #include "tessera/ops/elementwise.h"
+#include "tessera/ops/reduction.h"
 
 namespace tessera {
 
@@ -63,6 +64,14 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   TESSERA_CHECK(std::isfinite(start) && std::isfinite(stop), "arange", "start and stop must be finite");
   const double count = std::ceil((stop - start) / step);
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (device != kCPU) {
+    // Built on the device (an exact integer scan, then start + i * step in f64 as below), so
+    // arange in a GPU training step (class indices in cross_entropy's backward) needs no upload
+    // and no host sync.
+    const Tensor index = sub(cumsum(ones({n}, DType::i64, device), 0), 1);
+    if (start == 0 && step == 1) return index.to(dtype);
+    return add(mul(index.to(DType::f64), step), start).to(dtype);
+  }
   std::vector<double> values(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[i] = start + static_cast<double>(i) * step;
   return from_doubles(values, {n}, dtype, device);
