@@ -9,6 +9,7 @@
 
 #include <climits>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "handle_cache.h"
@@ -40,7 +41,7 @@ struct LtContext {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
+  std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> algos;  // nullopt: cuBLASLt has none for this key
 };
 
 LtContext& lt_context(int device, cudaStream_t stream) {
@@ -130,15 +131,14 @@ bool cublaslt_linear(const KernelCall& call) {
           "set MAX_WORKSPACE_BYTES");
     cublasLtMatmulHeuristicResult_t heuristic{};
     int found = 0;
-    if (cublasLtMatmulAlgoGetHeuristic(ctx.handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heuristic, &found) != CUBLAS_STATUS_SUCCESS ||
-        found == 0) {
-      return false;  // no algorithm for this shape/epilogue: the caller takes the unfused path
-    }
-    algo = ctx.algos.emplace(key, heuristic.algo).first;
+    const bool ok =
+        cublasLtMatmulAlgoGetHeuristic(ctx.handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heuristic, &found) == CUBLAS_STATUS_SUCCESS && found > 0;
+    algo = ctx.algos.emplace(key, ok ? std::optional(heuristic.algo) : std::nullopt).first;
   }
+  if (!algo->second) return false;  // no algorithm for this shape/epilogue: the caller takes the unfused path
   const float alpha = 1.0f, beta = 0.0f;
   check(cublasLtMatmul(ctx.handle, d.op, &alpha, w.data_ptr(), d.a, x.data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(), d.c,
-                       &algo->second, ctx.workspace, ctx.workspace_bytes, stream),
+                       &*algo->second, ctx.workspace, ctx.workspace_bytes, stream),
         "cublasLtMatmul");
   return true;
 }

@@ -86,32 +86,33 @@ class ErrorSlots {
   static constexpr int kMaxDevices = 64;
   DeviceErrorSlot* arm(int d) {
     TESSERA_CHECK(d >= 0 && d < kMaxDevices, "device_error_slot", "device index ", d, " out of range");
+    armed_[d] = true;
+    if (DeviceErrorSlot* s = slots_[d].load(std::memory_order_acquire)) return s;  // every launch after the first
     std::lock_guard lock(mutex_);
-    if (!slots_[d]) {
+    if (!slots_[d].load()) {
       TESSERA_GPU_CHECK(vendor::set_device(d));
       void* p = nullptr;
       TESSERA_GPU_CHECK(vendor::allocate(&p, sizeof(DeviceErrorSlot)));
       const DeviceErrorSlot zero{};
       TESSERA_GPU_CHECK(vendor::to_device(p, &zero, sizeof zero));
-      slots_[d] = static_cast<DeviceErrorSlot*>(p);
+      slots_[d].store(static_cast<DeviceErrorSlot*>(p), std::memory_order_release);
     }
-    armed_[d] = true;
-    return slots_[d];
+    return slots_[d].load();
   }
   // Call after the host has waited for the device's work: throws what a kernel reported.
   void check(int d) {
-    if (d < 0 || d >= kMaxDevices || !armed_[d].exchange(false)) return;
+    if (d < 0 || d >= kMaxDevices || !armed_[d].exchange(false) || !slots_[d].load()) return;
     DeviceErrorSlot s{};
-    TESSERA_GPU_CHECK(vendor::to_host(&s, slots_[d], sizeof s));
+    TESSERA_GPU_CHECK(vendor::to_host(&s, slots_[d].load(), sizeof s));
     if (s.op == 0) return;
     const DeviceErrorSlot zero{};
-    TESSERA_GPU_CHECK(vendor::to_device(slots_[d], &zero, sizeof zero));
+    TESSERA_GPU_CHECK(vendor::to_device(slots_[d].load(), &zero, sizeof zero));
     throw Error(device_error_message(s));
   }
 
  private:
   std::mutex mutex_;
-  DeviceErrorSlot* slots_[kMaxDevices] = {};
+  std::atomic<DeviceErrorSlot*> slots_[kMaxDevices] = {};
   std::atomic<bool> armed_[kMaxDevices] = {};
 };
 ErrorSlots g_error_slots;

@@ -4,7 +4,6 @@
 
 #include "common.h"
 #include "kernels.h"
-#include "../common/row_math.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
