@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "streams.h"
 #include "tessera/error.h"
 
 // ThreadSanitizer: each GPU thread is a TSan fiber and the switches carry no synchronisation,
@@ -272,13 +273,10 @@ std::atomic<int64_t> g_launches{0}, g_blocks{0}, g_max_blocks{0};
 LaunchStats launch_stats() { return {g_launches.load(), g_blocks.load(), g_max_blocks.load()}; }
 void reset_launch_stats() { g_launches = 0, g_blocks = 0, g_max_blocks = 0; }
 
-void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
-  check_launch_limits(grid, block, dynamic_shared, settings().limits);
+namespace {
+// Runs every thread of every block of one launch (now: the launch was checked and queued).
+void execute(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-  ++g_launches;
-  g_blocks += static_cast<int64_t>(blocks);
-  for (int64_t m = g_max_blocks.load(); m < static_cast<int64_t>(blocks) && !g_max_blocks.compare_exchange_weak(m, static_cast<int64_t>(blocks));) {
-  }
   const int threads = static_cast<int>(block.x * block.y * block.z);
   auto block_state = [&](uint64_t bi) {
     ThreadState s;
@@ -365,6 +363,19 @@ void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dyn
       check_redzones(b);
     }
   });
+}
+
+}  // namespace
+
+void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
+  check_launch_limits(grid, block, dynamic_shared, settings().limits);
+  const auto blocks = static_cast<int64_t>(uint64_t{grid.x} * grid.y * grid.z);
+  ++g_launches;
+  g_blocks += blocks;
+  for (int64_t m = g_max_blocks.load(); m < blocks && !g_max_blocks.compare_exchange_weak(m, blocks);) {
+  }
+  // A launch on a user stream waits in its queue (streams.h); on the default stream it runs now.
+  submit(current_queue(current_device()), [body, grid, block, dynamic_shared, cooperative] { execute(body, grid, block, dynamic_shared, cooperative); });
 }
 
 void sync_threads(std::source_location where) {

@@ -1,89 +1,208 @@
 // The emulated GPU backend: device type `emulated`, memory in host RAM but reached only through
 // the device copy calls (like a discrete GPU), kernels from backends/gpu run by the CPU
-// emulation of the execution model (execution.h). It exists to verify the GPU kernels.
+// emulation of the execution model (execution.h). It exists to verify the GPU kernels, so it
+// is as strict as hardware where it can be: several devices (TESSERA_EMU_DEVICES, default 2)
+// whose memory a kernel of another device may not touch, user streams as deferred queues
+// (streams.h), launch limits, device-side error reports raised at the next host sync.
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "../gpu/device_errors.h"
 #include "../gpu/kernels.h"
 #include "execution.h"
+#include "streams.h"
 #include "tessera/backend/registry.h"
 #include "tessera/runtime.h"
 
 namespace tessera {
 namespace {
-gpu::DeviceErrorSlot g_error_slot;  // "device memory" of the one emulated device
-std::atomic<bool> g_error_armed{false};
+// The error slots ("device memory" of each device) and whether a checking kernel ran since the last sync.
+std::array<gpu::DeviceErrorSlot, emu::kMaxDevices> g_error_slots;
+std::array<std::atomic<bool>, emu::kMaxDevices> g_error_armed{};
 
-// The host waits for the device here: count it and raise what kernels reported since the last sync.
-void host_sync() {
+int device_count_from_env() {
+  const char* e = std::getenv("TESSERA_EMU_DEVICES");
+  const int n = e ? std::atoi(e) : 2;
+  return n < 1 ? 1 : n > emu::kMaxDevices ? emu::kMaxDevices : n;
+}
+
+// The host waited for `device`: count it and raise what kernels reported since the last sync.
+void host_sync(int device) {
   detail::note_host_sync();
-  if (!g_error_armed.exchange(false)) return;
-  const gpu::DeviceErrorSlot s = g_error_slot;
+  if (!g_error_armed[device].exchange(false)) return;
+  const gpu::DeviceErrorSlot s = g_error_slots[device];
   if (s.op == 0) return;
-  g_error_slot = {};
+  g_error_slots[device] = {};
   throw Error(gpu::device_error_message(s));
 }
 
 class EmulatedMemory final : public RawAllocator {
  public:
-  void* raw_alloc(size_t nbytes) override { return std::aligned_alloc(256, (nbytes + 255) / 256 * 256); }
-  void raw_free(void* p) override { std::free(p); }
+  explicit EmulatedMemory(int device) : device_(device) {}
+  void* raw_alloc(size_t nbytes) override {
+    const size_t bytes = (nbytes + 255) / 256 * 256;
+    void* p = std::aligned_alloc(256, bytes);
+    if (p) emu::add_allocation(p, bytes, device_);
+    return p;
+  }
+  void raw_free(void* p) override {
+    emu::drain(nullptr);  // like cudaFree: queued work that may still use p finishes first
+    emu::remove_allocation(p);
+    std::free(p);
+  }
   bool host_accessible() const override { return true; }  // guard bytes can be checked
+
+ private:
+  int device_;
 };
+
+class EmulatedStream final : public Stream {
+ public:
+  explicit EmulatedStream(int device) : device_(device) {}
+  Device device() const override { return Device(DeviceType::emulated, device_); }
+  void synchronize() override {
+    emu::drain(&queue_);
+    host_sync(device_);
+  }
+  void wait(Event& event) override;
+  emu::Queue& queue() { return queue_; }
+
+ private:
+  int device_;
+  emu::Queue queue_;
+};
+
+class EmulatedEvent final : public Event {
+ public:
+  void record(Stream& s) override {
+    auto* es = dynamic_cast<EmulatedStream*>(&s);
+    token_ = emu::record(es ? &es->queue() : nullptr);
+  }
+  void synchronize() override { emu::drain_until(token_); }
+  double elapsed_ms(const Event& start) const override {
+    const auto& s = dynamic_cast<const EmulatedEvent&>(start);
+    TESSERA_CHECK(token_ && s.token_ && token_->done && s.token_->done, "Event::elapsed_ms", "both events must have been reached");
+    return token_->when_ms - s.token_->when_ms;
+  }
+  const std::shared_ptr<emu::EventToken>& token() const { return token_; }
+
+ private:
+  std::shared_ptr<emu::EventToken> token_;
+};
+
+void EmulatedStream::wait(Event& event) {
+  auto* ee = dynamic_cast<EmulatedEvent*>(&event);
+  if (!ee) return Stream::wait(event);
+  emu::wait(&queue_, ee->token());
+}
+
+thread_local Stream* t_current_stream[emu::kMaxDevices] = {};
 
 class EmulatedBackend final : public Backend {
  public:
-  EmulatedBackend() : allocator_("emulated:0", memory_) {
-    if (const char* g = std::getenv("TESSERA_ALLOC_GUARD"); g && std::strcmp(g, "0") != 0) allocator_.set_guards(true);
+  EmulatedBackend() : count_(device_count_from_env()) {
+    const char* g = std::getenv("TESSERA_ALLOC_GUARD");
+    guards_ = g && std::strcmp(g, "0") != 0;
+    for (int d = 0; d < count_; ++d) {
+      memory_.push_back(std::make_unique<EmulatedMemory>(d));
+      allocators_.push_back(std::make_unique<CachingAllocator>("emulated:" + std::to_string(d), *memory_.back()));
+      allocators_.back()->set_guards(guards_);
+      // Blocks are reused only on the stream they were allocated on. With guard bytes, queued
+      // work runs before an allocation: the guards are written by the host, not in stream order.
+      const bool guards = guards_;
+      allocators_.back()->set_stream_hooks(
+          [d, guards] {
+            emu::Queue* q = emu::current_queue(d);
+            if (guards && q) emu::drain(q);
+            return static_cast<const void*>(q);
+          },
+          [] { emu::drain(nullptr); });
+    }
     gpu::emulated::register_all(kernels_);
   }
   const char* name() const override { return "emulated"; }
   DeviceType device_type() const override { return DeviceType::emulated; }
-  int device_count() const override { return 1; }
+  int device_count() const override { return count_; }
   DeviceInfo device_info(int) const override {
     const auto& s = emu::settings();
     const char* sched = s.schedule == emu::Schedule::forward ? "forward" : s.schedule == emu::Schedule::reverse ? "reverse" : "random";
     return {"CPU emulation of the CUDA/HIP execution model", 0, 0,
-            {{"warp size", std::to_string(s.warp_size)}, {"schedule", sched}, {"threads", "fibers (Boost.Context)"}}};
+            {{"warp size", std::to_string(s.warp_size)}, {"schedule", sched}, {"threads", "fibers (Boost.Context)"},
+             {"streams", "deferred queues"}}};
   }
-  CachingAllocator& allocator(int) override { return allocator_; }
+  CachingAllocator& allocator(int d) override { return *allocators_.at(static_cast<size_t>(d)); }
   bool host_accessible() const override { return false; }
-  void copy_from_host(void* dst, const void* src, size_t n, int) override {
-    host_sync();  // a pageable upload waits for the stream on a GPU
+  int set_current_device(int d) override {
+    const int previous = emu::current_device();
+    emu::current_device() = d;
+    return previous;
+  }
+  // Host copies wait for the thread's current stream on the device (like the CUDA backend).
+  void copy_from_host(void* dst, const void* src, size_t n, int d) override {
+    emu::drain(emu::current_queue(d));
+    host_sync(d);
     std::memcpy(dst, src, n);
   }
-  void copy_to_host(void* dst, const void* src, size_t n, int) override {
-    host_sync();
+  void copy_to_host(void* dst, const void* src, size_t n, int d) override {
+    emu::drain(emu::current_queue(d));
+    host_sync(d);
     std::memcpy(dst, src, n);
   }
-  void copy_on_device(void* dst, int, const void* src, int, size_t n) override { std::memcpy(dst, src, n); }
-  void synchronize(int) override { host_sync(); }
+  void copy_on_device(void* dst, int dd, const void* src, int sd, size_t n) override {
+    if (dd == sd) {
+      emu::submit(emu::current_queue(dd), [dst, src, n] { std::memcpy(dst, src, n); });
+      return;
+    }
+    emu::drain(emu::current_queue(sd));  // a peer copy waits for its source, as in the CUDA backend
+    std::memcpy(dst, src, n);
+  }
+  void synchronize(int d) override {
+    emu::drain(nullptr);
+    host_sync(d);
+  }
+  Stream* set_current_stream(int d, Stream* stream) override {
+    auto* es = stream ? dynamic_cast<EmulatedStream*>(stream) : nullptr;
+    TESSERA_CHECK(!stream || es, "StreamGuard", "stream does not belong to the emulated backend");
+    TESSERA_CHECK(!es || es->device().index == d, "StreamGuard", "stream of ", es ? es->device().str() : "", " made current on emulated:", d);
+    Stream* previous = t_current_stream[d];
+    t_current_stream[d] = stream;
+    emu::current_queue(d) = es ? &es->queue() : nullptr;
+    return previous;
+  }
+  std::unique_ptr<Stream> new_stream(int d) override { return std::make_unique<EmulatedStream>(d); }
+  std::unique_ptr<Event> new_event(int) override { return std::make_unique<EmulatedEvent>(); }
   // "Pinned" memory is ordinary host memory here, but the loader takes the same path as on a GPU.
   void* allocate_pinned(size_t nbytes) override {
     ++pinned_allocations_;
     return std::aligned_alloc(256, (nbytes + 255) / 256 * 256);
   }
   void free_pinned(void* p) override { std::free(p); }
-  void copy_from_host_async(void* dst, const void* src, size_t n, int, Stream&) override { std::memcpy(dst, src, n); }
+  void copy_from_host_async(void* dst, const void* src, size_t n, int, Stream& stream) override {
+    auto* es = dynamic_cast<EmulatedStream*>(&stream);
+    emu::submit(es ? &es->queue() : nullptr, [dst, src, n] { std::memcpy(dst, src, n); });
+  }
   std::vector<std::pair<std::string, std::string>> build_info() const override {
     return {{"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"},
             {"pinned allocations", std::to_string(pinned_allocations_.load())}};
   }
 
  private:
+  int count_;
+  bool guards_ = false;
   std::atomic<int64_t> pinned_allocations_{0};
-  EmulatedMemory memory_;
-  CachingAllocator allocator_;
+  std::vector<std::unique_ptr<EmulatedMemory>> memory_;
+  std::vector<std::unique_ptr<CachingAllocator>> allocators_;
 };
 }  // namespace
 
 namespace gpu::emulated {
-DeviceErrorSlot* device_error_slot(int) {
-  g_error_armed = true;
-  return &g_error_slot;
+DeviceErrorSlot* device_error_slot(int device) {
+  g_error_armed.at(static_cast<size_t>(device)) = true;
+  return &g_error_slots.at(static_cast<size_t>(device));
 }
 }  // namespace gpu::emulated
 

@@ -49,6 +49,7 @@ class VendorStream final : public Stream {
   Device device() const override { return device_; }
   void synchronize() override { TESSERA_GPU_CHECK(vendor::stream_synchronize(stream_)); }
   const void* tag() const override { return stream_; }
+  void wait(Event& event) override;
   vendor::StreamHandle handle() const { return stream_; }
 
  private:
@@ -68,6 +69,7 @@ class VendorEvent final : public Event {
     TESSERA_GPU_CHECK(vendor::event_record(event_, vs ? vs->handle() : vendor::StreamHandle{}));
   }
   void synchronize() override { TESSERA_GPU_CHECK(vendor::event_synchronize(event_)); }
+  vendor::EventHandle handle() const { return event_; }
   double elapsed_ms(const Event& start) const override {
     const auto& s = dynamic_cast<const VendorEvent&>(start);
     float ms = 0;
@@ -116,6 +118,12 @@ class ErrorSlots {
   std::atomic<bool> armed_[kMaxDevices] = {};
 };
 ErrorSlots g_error_slots;
+
+void VendorStream::wait(Event& event) {
+  auto* ve = dynamic_cast<VendorEvent*>(&event);
+  if (!ve) return Stream::wait(event);  // another backend's event: wait on the host
+  TESSERA_GPU_CHECK(vendor::stream_wait_event(stream_, ve->handle()));
+}
 
 thread_local Stream* t_current_stream = nullptr;  // the Stream object behind vendor::current_stream()
 
@@ -190,6 +198,12 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::synchronize());
     detail::note_host_sync();
     g_error_slots.check(d);
+  }
+  int set_current_device(int d) override {
+    int previous = 0;
+    TESSERA_GPU_CHECK(vendor::get_device(&previous));
+    if (previous != d) TESSERA_GPU_CHECK(vendor::set_device(d));
+    return previous;
   }
   Stream* set_current_stream(int d, Stream* stream) override {
     auto* vs = stream ? dynamic_cast<VendorStream*>(stream) : nullptr;

@@ -33,6 +33,7 @@
 #include <source_location>
 
 #include "../emulated/execution.h"
+#include "../emulated/streams.h"
 #define TESSERA_GPU_TARGET emulated
 #define TESSERA_GLOBAL
 #define TESSERA_DEVICE inline
@@ -78,6 +79,7 @@ namespace vendor {
 #if defined(__HIPCC__)
 inline VendorError device_count(int* n) { return hipGetDeviceCount(n); }
 inline VendorError set_device(int d) { return hipSetDevice(d); }
+inline VendorError get_device(int* d) { return hipGetDevice(d); }
 inline VendorError allocate(void** p, size_t n) { return hipMalloc(p, n); }
 inline VendorError release(void* p) { return hipFree(p); }
 inline VendorError to_device(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyHostToDevice); }
@@ -95,6 +97,7 @@ inline VendorError event_create(EventHandle* e) { return hipEventCreate(e); }
 inline VendorError event_destroy(EventHandle e) { return hipEventDestroy(e); }
 inline VendorError event_record(EventHandle e, StreamHandle s) { return hipEventRecord(e, s); }
 inline VendorError event_synchronize(EventHandle e) { return hipEventSynchronize(e); }
+inline VendorError stream_wait_event(StreamHandle s, EventHandle e) { return hipStreamWaitEvent(s, e, 0); }
 inline VendorError event_elapsed(float* ms, EventHandle a, EventHandle b) { return hipEventElapsedTime(ms, a, b); }
 inline VendorError host_alloc(void** p, size_t n) { return hipHostMalloc(p, n, hipHostMallocDefault); }
 inline VendorError host_free(void* p) { return hipHostFree(p); }
@@ -116,6 +119,7 @@ inline VendorError properties(int d, DeviceProps& out) {
 #else
 inline VendorError device_count(int* n) { return cudaGetDeviceCount(n); }
 inline VendorError set_device(int d) { return cudaSetDevice(d); }
+inline VendorError get_device(int* d) { return cudaGetDevice(d); }
 inline VendorError allocate(void** p, size_t n) { return cudaMalloc(p, n); }
 inline VendorError release(void* p) { return cudaFree(p); }
 inline VendorError to_device(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyHostToDevice); }
@@ -133,6 +137,7 @@ inline VendorError event_create(EventHandle* e) { return cudaEventCreate(e); }
 inline VendorError event_destroy(EventHandle e) { return cudaEventDestroy(e); }
 inline VendorError event_record(EventHandle e, StreamHandle s) { return cudaEventRecord(e, s); }
 inline VendorError event_synchronize(EventHandle e) { return cudaEventSynchronize(e); }
+inline VendorError stream_wait_event(StreamHandle s, EventHandle e) { return cudaStreamWaitEvent(s, e, 0); }
 inline VendorError event_elapsed(float* ms, EventHandle a, EventHandle b) { return cudaEventElapsedTime(ms, a, b); }
 inline VendorError host_alloc(void** p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocDefault); }
 inline VendorError host_free(void* p) { return cudaFreeHost(p); }
@@ -244,7 +249,13 @@ void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes
       static_cast<KArgs>(args)...);
   check_launch();
 #else
-  emu::launch([&] { kernel(static_cast<KArgs>(args)...); }, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
+  // Every pointer argument must be memory of the current device (or not device memory at all).
+  const auto check = []<class A>(const A& a) {
+    if constexpr (std::is_pointer_v<A>) emu::check_argument(static_cast<const void*>(a));
+  };
+  (check(args), ...);
+  // By value: on an emulated user stream the launch runs later, like a queued GPU kernel.
+  emu::launch([=] { kernel(static_cast<KArgs>(args)...); }, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
               shared_bytes, cooperative);
 #endif
 }

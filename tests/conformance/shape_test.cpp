@@ -120,3 +120,25 @@ TEST_CASE("ops under a StreamGuard run on that stream and match the default stre
     TESSERA_CHECK_THROWS_WITH(record_stream(a.to(kCPU), *stream), "record_stream: tensor on cpu:0 but stream on");
   }
 }
+
+TEST_CASE("Stream::wait orders one stream's work after an event recorded on another") {
+  Backend& backend = backend_for(device().type);
+  auto producer = backend.new_stream(device().index), consumer = backend.new_stream(device().index);
+  Tensor x = zeros({3, 5}, DType::f32, device()), y;
+  {
+    StreamGuard guard(*producer);
+    x.fill_(3.0);
+    record_stream(x, *producer);
+  }
+  auto ready = backend.new_event(device().index);
+  ready->record(*producer);
+  {
+    StreamGuard guard(*consumer);
+    consumer->wait(*ready);
+    y = add(x, 1.0);
+    record_stream(x, *consumer);
+  }
+  consumer->synchronize();
+  CHECK(y.to_vector<float>() == std::vector<float>(15, 4.0f));
+  synchronize(device());
+}

@@ -10,6 +10,7 @@
 
 #include "planted_kernels.h"
 #include "tessera/error.h"
+#include "tessera/backend/registry.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;
@@ -133,4 +134,50 @@ TEST_CASE("a whole-tensor reduction of 16M elements spreads over many blocks and
   const Tensor r = sum(ones({4, 1 << 20}, DType::f32, dev), {1});
   CHECK(emu::launch_stats().max_blocks >= 132);
   CHECK(r.to_vector<float>() == std::vector<float>(4, static_cast<float>(1 << 20)));
+}
+
+namespace {
+// Stream a writes x; stream b reads it, with or without waiting for an event recorded on a.
+bool stream_pipeline_ok(bool with_wait) {
+  const Device dev(DeviceType::emulated, 0);
+  Backend& backend = backend_for_device(dev, "test");
+  auto a = backend.new_stream(0), b = backend.new_stream(0);
+  Tensor x = zeros({4096}, DType::f32, dev), y;
+  {
+    StreamGuard guard(*a);
+    x.fill_(1.0);
+  }
+  auto produced = backend.new_event(0);
+  produced->record(*a);
+  {
+    StreamGuard guard(*b);
+    if (with_wait) b->wait(*produced);
+    y = mul(x, 2.0);
+  }
+  b->synchronize();
+  const std::vector<float> got = y.to_vector<float>();
+  a->synchronize();
+  return got == std::vector<float>(4096, 2.0f);
+}
+}  // namespace
+
+TEST_CASE("a missing stream wait reads stale data under some schedule, and with Stream::wait every schedule is right") {
+  CHECK(failing_configs([] { return stream_pipeline_ok(true); }) == 0);
+  CHECK(failing_configs([] { return stream_pipeline_ok(false); }) >= 1);
+  CHECK(emu::pending_work() == 0);
+}
+
+TEST_CASE("two emulated devices: a kernel given another device's memory is rejected, ops set their device") {
+  const Device d0(DeviceType::emulated, 0), d1(DeviceType::emulated, 1);
+  REQUIRE(backend_for_device(d0, "test").device_count() >= 2);
+  const Tensor on1 = zeros({64}, DType::i32, d1);
+  CHECK(emu::owner(on1.data_ptr()) == 1);
+  emu::current_device() = 0;
+  CHECK_THROWS_WITH_AS(gpu::launch(touch, {1}, {32}, 0, false, static_cast<int*>(on1.data_ptr())),
+                       doctest::Contains("launched on emulated:0 was given memory of emulated:1"), Error);
+  CHECK(sum(ones({1000}, DType::f32, d1)).item<float>() == 1000.0f);  // the dispatcher makes d1 current
+  CHECK(emu::current_device() == 0);                                // and restores the caller's device
+  CHECK(add(ones({3}, DType::f32, d1), 1.0).to(d0).to_vector<float>() == std::vector<float>(3, 2.0f));
+  CHECK_THROWS_WITH_AS(add(ones({3}, DType::f32, d0), ones({3}, DType::f32, d1)), doctest::Contains("expected all tensors on one device"),
+                       Error);
 }

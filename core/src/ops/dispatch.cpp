@@ -32,6 +32,12 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
   KernelFn fn = backend.kernels()[op];
   if (!fn) throw NotImplemented(concat(name, ": not implemented on ", backend.name()));
   const OpScope scope(name);
+  // The kernel's device is current while it runs; the caller's is restored even if it throws.
+  struct DeviceGuard {
+    Backend& backend;
+    int previous;
+    ~DeviceGuard() { backend.set_current_device(previous); }
+  } const guard{backend, backend.set_current_device(device.index)};
   fn(KernelCall{op, inputs, outputs, attrs});
 }
 

@@ -22,6 +22,8 @@ struct DeviceInfo {
   std::vector<std::pair<std::string, std::string>> properties;  ///< extra key/value facts
 };
 
+class Event;
+
 /** An ordered queue of work on one device. */
 class Stream {
  public:
@@ -31,6 +33,12 @@ class Stream {
   virtual void synchronize() = 0;
   /** What the caching allocator files this stream's blocks under (the vendor handle). */
   virtual const void* tag() const { return this; }
+  /**
+   * Work queued on this stream after this call starts only once `event` (as last recorded,
+   * on any stream of the same device) is reached; the host does not wait. An event never
+   * recorded is no wait. (optional: the default waits on the host.)
+   */
+  virtual void wait(Event& event);
 };
 
 /** A marker in a stream; used for timing and cross-stream waits. */
@@ -42,6 +50,8 @@ class Event {
   /** Milliseconds between `start` (recorded earlier) and this event. */
   virtual double elapsed_ms(const Event& start) const = 0;
 };
+
+inline void Stream::wait(Event& event) { event.synchronize(); }
 
 class Backend {
  public:
@@ -78,6 +88,16 @@ class Backend {
   virtual void copy_from_host_async(void* dst, const void* src, size_t nbytes, int device, Stream& stream) {
     (void)stream;
     copy_from_host(dst, src, nbytes, device);
+  }
+
+  /**
+   * (optional) Makes `device` the calling thread's current device for kernel launches and
+   * returns the previous one. The dispatcher sets it around every kernel, so a kernel for
+   * device 1 never runs in device 0's context. The default (one device) does nothing.
+   */
+  virtual int set_current_device(int device) {
+    (void)device;
+    return 0;
   }
 
   /** Waits for all work on `device`. */

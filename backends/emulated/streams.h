@@ -1,0 +1,63 @@
+#pragma once
+// Emulated streams: deferred queues of device work, so stream-ordering bugs show up without a
+// GPU. Work submitted on the default stream runs at once (like a GPU that is idle); work on a
+// user stream waits in that stream's queue until something synchronises (a stream or device
+// synchronize, an event wait, a copy to the host on that stream). Queued work of all streams
+// then runs interleaved in the emulator's schedule (forward: oldest stream first, reverse:
+// newest first, random: seeded), keeping each stream's order and its event waits. A missing
+// Stream::wait or synchronize therefore reads stale data under some schedule, as it may on a
+// real GPU where user streams do not synchronise with the default stream.
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+namespace tessera::emu {
+
+/** A point in a stream: done once the work queued before it has run. */
+struct EventToken {
+  bool done = false;
+  double when_ms = 0;  // host time when it was reached
+};
+
+/** One emulated stream's queue. Destroying it first runs what it still holds. */
+class Queue {
+ public:
+  Queue();
+  ~Queue();
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+  int id() const { return id_; }
+
+ private:
+  int id_;
+};
+
+/** Emulated devices (TESSERA_EMU_DEVICES, 1..8, default 2). */
+inline constexpr int kMaxDevices = 8;
+/** The calling thread's current device for launches (set around every op by the backend). */
+int& current_device();
+/** The calling thread's current queue on `device`; nullptr is the default stream. */
+Queue*& current_queue(int device);
+
+/** Device memory bookkeeping, so a launch can check that each pointer it gets belongs to the
+ *  current device (on a GPU a kernel touching another device's memory faults or reads garbage). */
+void add_allocation(const void* p, size_t bytes, int device);
+void remove_allocation(const void* p);
+/** The device owning p, or -1 when p is not emulated device memory. */
+int owner(const void* p);
+/** Throws tessera::Error when p is memory of a device other than the current one. */
+void check_argument(const void* p);
+/** Runs `work` now (q == nullptr) or appends it to q. */
+void submit(Queue* q, std::function<void()> work);
+/** Runs queued work until q is empty (nullptr: until every queue is empty). */
+void drain(Queue* q);
+/** Marks the current end of q (nullptr: the default stream, already reached). */
+std::shared_ptr<EventToken> record(Queue* q);
+/** q's later work starts only after `token` is reached (nullptr: no wait, like an unrecorded event). */
+void wait(Queue* q, std::shared_ptr<EventToken> token);
+/** Runs queued work until `token` is reached. */
+void drain_until(const std::shared_ptr<EventToken>& token);
+/** Work queued now in all streams (for tests). */
+size_t pending_work();
+
+}  // namespace tessera::emu
