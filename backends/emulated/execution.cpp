@@ -1,5 +1,6 @@
 #include "execution.h"
 
+#include <pthread.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "access_counters.h"
 #include "streams.h"
 #include "tessera/error.h"
 
@@ -58,6 +60,7 @@ struct Fiber {
   int tid = 0;
   Wait wait = Wait::running;
   std::source_location site;
+  const char *stack_lo = nullptr, *stack_hi = nullptr;  // for the access counters: locals are not global memory
   uint64_t shuffle_count = 0, barrier_count = 0;
   std::exception_ptr error;
 #if TESSERA_EMU_TSAN
@@ -95,6 +98,36 @@ struct Untracked {
 #else
 #define TESSERA_EMU_UNTRACKED
 #endif
+
+// A pooled fiber stack that tells its fiber where it lies.
+struct TrackedStack {
+  ctx::pooled_fixedsize_stack pool;
+  Fiber* fiber;
+  ctx::stack_context allocate() {
+    ctx::stack_context sc = pool.allocate();
+    fiber->stack_hi = static_cast<const char*>(sc.sp);
+    fiber->stack_lo = fiber->stack_hi - sc.size;
+    return sc;
+  }
+  void deallocate(ctx::stack_context& sc) noexcept { pool.deallocate(sc); }
+};
+
+// The calling OS thread's stack (plain, non-cooperative threads run on it).
+std::pair<const char*, const char*> os_thread_stack() {
+  thread_local std::pair<const char*, const char*> range = [] {
+    pthread_attr_t attr;
+    void* addr = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstack(&attr, &addr, &size);
+      pthread_attr_destroy(&attr);
+    }
+    return std::make_pair(static_cast<const char*>(addr), static_cast<const char*>(addr) + size);
+  }();
+  return range;
+}
+
+std::atomic<const char* (*)()> g_label_source{nullptr};
 
 thread_local Fiber* t_fiber = nullptr;
 thread_local ThreadState t_plain;  // state of a non-cooperative thread
@@ -159,10 +192,12 @@ void run_block(Block& b) {
       Fiber& f = *b.threads[i];
       if (f.wait != Wait::running) continue;
       t_fiber = &f;
+      access::set_thread(f.tid, f.stack_lo, f.stack_hi);
 #if TESSERA_EMU_TSAN
       __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
 #endif
       f.self = std::move(f.self).resume();
+      access::set_thread(-1);
       t_fiber = nullptr;
       if (f.error) std::rethrow_exception(f.error);
       progressed = true;
@@ -275,9 +310,11 @@ void reset_launch_stats() { g_launches = 0, g_blocks = 0, g_max_blocks = 0; }
 
 namespace {
 // Runs every thread of every block of one launch (now: the launch was checked and queued).
-void execute(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
+void execute(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative, const char* label,
+             const void* kernel) {
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   const int threads = static_cast<int>(block.x * block.y * block.z);
+  access::begin_launch(label, kernel, blocks, threads);
   auto block_state = [&](uint64_t bi) {
     ThreadState s;
     s.grid_dim = grid;
@@ -292,12 +329,17 @@ void execute(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dy
   };
   tbb::parallel_for(tbb::blocked_range<uint64_t>(0, blocks), [&](const tbb::blocked_range<uint64_t>& r) {
     if (!cooperative) {
+      const auto [stack_lo, stack_hi] = os_thread_stack();
       for (uint64_t bi = r.begin(); bi < r.end(); ++bi) {
         t_plain = block_state(bi);
+        access::begin_block(threads, nullptr, nullptr);
         for (int t = 0; t < threads; ++t) {
           t_plain.thread_idx = thread_idx(t);
+          access::set_thread(t, stack_lo, stack_hi);
           body();
         }
+        access::set_thread(-1);
+        access::end_block(settings().warp_size);
       }
       return;
     }
@@ -325,7 +367,7 @@ void execute(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dy
         ignore_begin();                                                   // marks the new fiber
         __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync);  // suspended
 #endif
-        f->self = ctx::fiber(std::allocator_arg, stacks, [fp, &body](ctx::fiber&& caller) {
+        f->self = ctx::fiber(std::allocator_arg, TrackedStack{stacks, fp}, [fp, &body](ctx::fiber&& caller) {
           fp->caller = std::move(caller);
 #if TESSERA_EMU_TSAN
           char* start = &fp->block->start_sync;  // read while still untracked: the acquire below
@@ -356,18 +398,23 @@ void execute(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dy
         });
         b.threads.push_back(std::move(f));
       }
+      access::begin_block(threads, b.arena.data(), b.arena.data() + b.arena.capacity());
       run_block(b);
+      access::end_block(settings().warp_size);
 #if TESSERA_EMU_TSAN
       __tsan_acquire(&b.done_sync);
 #endif
       check_redzones(b);
     }
   });
+  access::end_launch();
 }
 
 }  // namespace
 
-void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative) {
+void set_label_source(const char* (*source)()) { g_label_source = source; }
+
+void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative, const void* kernel) {
   check_launch_limits(grid, block, dynamic_shared, settings().limits);
   const auto blocks = static_cast<int64_t>(uint64_t{grid.x} * grid.y * grid.z);
   ++g_launches;
@@ -375,7 +422,11 @@ void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dyn
   for (int64_t m = g_max_blocks.load(); m < blocks && !g_max_blocks.compare_exchange_weak(m, blocks);) {
   }
   // A launch on a user stream waits in its queue (streams.h); on the default stream it runs now.
-  submit(current_queue(current_device()), [body, grid, block, dynamic_shared, cooperative] { execute(body, grid, block, dynamic_shared, cooperative); });
+  const auto source = g_label_source.load();
+  const char* label = source ? source() : nullptr;  // the op launching it (string literals live forever)
+  submit(current_queue(current_device()), [body, grid, block, dynamic_shared, cooperative, label, kernel] {
+    execute(body, grid, block, dynamic_shared, cooperative, label, kernel);
+  });
 }
 
 void sync_threads(std::source_location where) {

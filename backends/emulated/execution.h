@@ -50,7 +50,11 @@ const ThreadState& current();
 
 /** Runs `body` for every thread of every block. `cooperative` kernels may use barriers,
  *  shuffles and shared memory (threads are fibers); others run threads in a plain loop. */
-void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative);
+void launch(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dynamic_shared, bool cooperative,
+            const void* kernel = nullptr);
+/** Where launches get their label for the access counters (the emulated backend passes the
+ *  running op's name); nullptr: unlabelled. */
+void set_label_source(const char* (*source)());
 
 /** Launch counters since the last reset (for tests and the GPU model bench): kernels launched,
  *  blocks in all of them, and the most blocks one launch had. */

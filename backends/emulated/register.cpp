@@ -123,6 +123,7 @@ class EmulatedBackend final : public Backend {
           [] { emu::drain(nullptr); });
     }
     gpu::emulated::register_all(kernels_);
+    emu::set_label_source([] { return detail::current_op(); });  // access counters file kernels under their op
   }
   const char* name() const override { return "emulated"; }
   DeviceType device_type() const override { return DeviceType::emulated; }

@@ -32,11 +32,22 @@
 #include <atomic>
 #include <source_location>
 
+#include "../emulated/access_counters.h"
 #include "../emulated/execution.h"
 #include "../emulated/streams.h"
 #define TESSERA_GPU_TARGET emulated
 #define TESSERA_GLOBAL
 #define TESSERA_DEVICE inline
+#endif
+
+#if !defined(__CUDACC__) && !defined(__HIPCC__)
+namespace tessera::emu {
+/** Calls the kernel with its arguments (already copied out of the launch closure). */
+template <class... KArgs> void enter_kernel(void (*kernel)(KArgs...), KArgs... args) {
+  access::kernel_entry();
+  kernel(args...);
+}
+}  // namespace tessera::emu
 #endif
 
 namespace tessera::gpu {
@@ -200,13 +211,16 @@ template <class T> TESSERA_DEVICE T* dynamic_shared() {
 #define TESSERA_SHARED_ARRAY(T, name, count) __shared__ T name[count]
 #define TESSERA_UNROLL _Pragma("unroll")
 #else
-inline unsigned thread_x() { return emu::current().thread_idx.x; }
-inline unsigned block_x() { return emu::current().block_idx.x; }
-inline unsigned block_dim_x() { return emu::current().block_dim.x; }
-inline unsigned grid_dim_x() { return emu::current().grid_dim.x; }
+// Built-in indices are registers on a GPU: reading the emulator's state for them must not count
+// as global memory traffic (access_counters.h), so these are left uninstrumented.
+#define TESSERA_EMU_BUILTIN __attribute__((no_sanitize("thread")))
+TESSERA_EMU_BUILTIN inline unsigned thread_x() { return emu::current().thread_idx.x; }
+TESSERA_EMU_BUILTIN inline unsigned block_x() { return emu::current().block_idx.x; }
+TESSERA_EMU_BUILTIN inline unsigned block_dim_x() { return emu::current().block_dim.x; }
+TESSERA_EMU_BUILTIN inline unsigned grid_dim_x() { return emu::current().grid_dim.x; }
 inline void sync_threads(std::source_location where = std::source_location::current()) { emu::sync_threads(where); }
-inline int warp_size() { return emu::settings().warp_size; }
-inline int lane() { return emu::lane_id(); }
+TESSERA_EMU_BUILTIN inline int warp_size() { return emu::settings().warp_size; }
+TESSERA_EMU_BUILTIN inline int lane() { return emu::lane_id(); }
 template <class T> uint64_t to_bits(T v) {
   static_assert(sizeof(T) <= 8);
   uint64_t u = 0;
@@ -254,9 +268,10 @@ void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes
     if constexpr (std::is_pointer_v<A>) emu::check_argument(static_cast<const void*>(a));
   };
   (check(args), ...);
-  // By value: on an emulated user stream the launch runs later, like a queued GPU kernel.
-  emu::launch([=] { kernel(static_cast<KArgs>(args)...); }, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
-              shared_bytes, cooperative);
+  // By value: on an emulated user stream the launch runs later, like a queued GPU kernel. The
+  // arguments are read from the closure before kernel_entry (parameter space, not global memory).
+  emu::launch([=] { emu::enter_kernel(kernel, static_cast<KArgs>(args)...); }, {grid.x, grid.y, grid.z},
+              {block.x, block.y, block.z}, shared_bytes, cooperative, reinterpret_cast<const void*>(kernel));
 #endif
 }
 

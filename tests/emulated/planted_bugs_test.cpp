@@ -5,7 +5,10 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <memory>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "planted_kernels.h"
@@ -180,4 +183,56 @@ TEST_CASE("two emulated devices: a kernel given another device's memory is rejec
   CHECK(add(ones({3}, DType::f32, d1), 1.0).to(d0).to_vector<float>() == std::vector<float>(3, 2.0f));
   CHECK_THROWS_WITH_AS(add(ones({3}, DType::f32, d0), ones({3}, DType::f32, d1)), doctest::Contains("expected all tensors on one device"),
                        Error);
+}
+
+namespace {
+TESSERA_GLOBAL void copy_coalesced(int64_t n, const float* in, float* out) {
+  for (int64_t i = gpu::global_index(); i < n; i += gpu::grid_stride()) out[i] = in[i];
+}
+// Each thread walks its own row of 64 floats: lanes of a warp are 256 bytes apart.
+TESSERA_GLOBAL void copy_row_per_thread(int64_t rows, const float* in, float* out) {
+  for (int64_t r = gpu::global_index(); r < rows; r += gpu::grid_stride()) {
+    for (int64_t j = 0; j < 64; ++j) out[r * 64 + j] = in[r * 64 + j];
+  }
+}
+
+emu::access::KernelCounters counted(const std::function<void()>& run) {
+  emu::access::reset();
+  emu::access::set_enabled(true);
+  run();
+  emu::access::set_enabled(false);
+  const auto all = emu::access::snapshot();
+  REQUIRE(all.size() == 1);
+  return all[0];
+}
+}  // namespace
+
+TEST_CASE("access counters: a coalesced copy uses every sector byte, a row per thread wastes most of each") {
+#if defined(TESSERA_EMU_ACCESS_COUNTERS)
+  const int64_t n = 64 * 1024;
+  // Aligned like device allocations (a malloc'd vector is only 16-byte aligned: 5 sectors per warp of floats).
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> in_buf(static_cast<float*>(std::aligned_alloc(256, n * 4))), out_buf(static_cast<float*>(std::aligned_alloc(256, n * 4)));
+  std::span<float> in(in_buf.get(), n), out(out_buf.get(), n);
+  std::fill(in.begin(), in.end(), 1.0f);
+  std::fill(out.begin(), out.end(), 0.0f);
+  for (int warp : {32, 64}) {
+    const emu::Settings saved = emu::settings();
+    emu::settings().warp_size = warp;
+    const auto good = counted([&] { gpu::launch(copy_coalesced, {64}, {256}, 0, false, n, in.data(), out.data()); });
+    CHECK(good.efficiency() == doctest::Approx(1.0));
+    CHECK(good.loads.bytes == n * 4);
+    CHECK(good.stores.bytes == n * 4);
+    CHECK(good.sectors_per_request() == doctest::Approx(warp / 8.0));  // 4 bytes x warp lanes / 32
+    const auto bad = counted([&] { gpu::launch(copy_row_per_thread, {4}, {256}, 0, false, n / 64, in.data(), out.data()); });
+    CHECK(bad.efficiency() == doctest::Approx(4.0 / 32.0));  // one float of each 32-byte sector per request
+    CHECK(bad.loads.bytes == n * 4);
+    emu::settings() = saved;
+  }
+  CHECK(std::equal(out.begin(), out.end(), in.begin()));
+#else
+  MESSAGE("access counters are not compiled in (GCC builds without sanitizers have them)");
+#endif
 }

@@ -1,0 +1,198 @@
+#include "access_counters.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tessera::emu::access {
+namespace {
+
+constexpr uintptr_t kSector = 32;
+
+struct Access {
+  uintptr_t addr;
+  const void* pc;
+  uint32_t size;
+  bool write;
+};
+
+// One host thread's view of the block it is running.
+struct BlockTrace {
+  std::vector<std::vector<Access>> lanes;  // per GPU thread of the block
+  std::vector<char> armed;                 // the thread has entered the kernel body
+  uintptr_t shared_begin = 0, shared_end = 0, stack_lo = 0, stack_hi = 0;
+  int tid = -1;
+  bool active = false;
+};
+thread_local BlockTrace t_block;
+
+struct Totals {
+  std::mutex mutex;
+  std::vector<KernelCounters> kernels;
+  std::map<std::pair<std::string, const void*>, size_t> index;  // (label, kernel) -> kernels[i]
+  std::map<std::string, int> distinct;                          // kernels seen per label
+  size_t current = 0;                                           // the launch being run
+  std::unordered_set<uintptr_t> footprint;                      // sectors of the current launch
+};
+Totals& totals() {
+  static Totals* t = new Totals;
+  return *t;
+}
+std::atomic<bool> g_enabled{false};
+
+// Adds the sectors of [addr, addr + size) to `sectors`.
+void add_sectors(uintptr_t addr, uint32_t size, std::unordered_set<uintptr_t>& sectors) {
+  for (uintptr_t s = addr / kSector; s <= (addr + size - 1) / kSector; ++s) sectors.insert(s);
+}
+}  // namespace
+
+double KernelCounters::efficiency() const {
+  const double fetched = static_cast<double>(loads.sectors + stores.sectors) * kSector;
+  return fetched > 0 ? std::min(1.0, static_cast<double>(loads.bytes + stores.bytes) / fetched) : 1.0;
+}
+
+double KernelCounters::sectors_per_request() const {
+  const int64_t requests = loads.requests + stores.requests;
+  return requests ? static_cast<double>(loads.sectors + stores.sectors) / static_cast<double>(requests) : 0.0;
+}
+
+void set_enabled(bool on) { g_enabled = on; }
+bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+
+void reset() {
+  Totals& t = totals();
+  std::lock_guard lock(t.mutex);
+  t.kernels.clear();
+  t.index.clear();
+  t.distinct.clear();
+  t.footprint.clear();
+}
+
+std::vector<KernelCounters> snapshot() {
+  Totals& t = totals();
+  std::lock_guard lock(t.mutex);
+  return t.kernels;
+}
+
+void record(const void* addr, unsigned size, bool write, const void* pc) {
+  BlockTrace& b = t_block;
+  if (!b.active || b.tid < 0 || size == 0 || !b.armed[static_cast<size_t>(b.tid)]) return;
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  if (a >= b.shared_begin && a < b.shared_end) return;  // shared memory
+  if (a >= b.stack_lo && a < b.stack_hi) return;        // the thread's locals
+  b.lanes[static_cast<size_t>(b.tid)].push_back(Access{a, pc, size, write});
+}
+
+void record_atomic(const void*) {
+  BlockTrace& b = t_block;
+  if (!b.active || b.tid < 0 || !b.armed[static_cast<size_t>(b.tid)]) return;
+  Totals& t = totals();
+  std::lock_guard lock(t.mutex);
+  ++t.kernels[t.current].atomics;
+}
+
+void begin_launch(const char* label, const void* kernel, uint64_t blocks, int threads) {
+  if (!enabled()) return;
+  Totals& t = totals();
+  std::lock_guard lock(t.mutex);
+  const std::string name = label ? label : "(kernel)";
+  auto [it, added] = t.index.try_emplace({name, kernel}, t.kernels.size());
+  if (added) {
+    KernelCounters k;
+    k.label = name + "#" + std::to_string(++t.distinct[name]);
+    t.kernels.push_back(k);
+  }
+  t.current = it->second;
+  KernelCounters& k = t.kernels[t.current];
+  ++k.launches;
+  k.blocks += static_cast<int64_t>(blocks);
+  k.threads += static_cast<int64_t>(blocks) * threads;
+  t.footprint.clear();
+}
+
+void begin_block(int threads, const char* shared_begin, const char* shared_end) {
+  BlockTrace& b = t_block;
+  b.active = enabled();
+  if (!b.active) return;
+  b.lanes.assign(static_cast<size_t>(threads), {});
+  b.armed.assign(static_cast<size_t>(threads), 0);
+  b.shared_begin = reinterpret_cast<uintptr_t>(shared_begin);
+  b.shared_end = reinterpret_cast<uintptr_t>(shared_end);
+  b.tid = -1;
+}
+
+void set_thread(int tid, const void* stack_lo, const void* stack_hi) {
+  BlockTrace& b = t_block;
+  b.tid = tid;
+  b.stack_lo = reinterpret_cast<uintptr_t>(stack_lo);
+  b.stack_hi = reinterpret_cast<uintptr_t>(stack_hi);
+}
+
+void kernel_entry() {
+  BlockTrace& b = t_block;
+  if (b.active && b.tid >= 0) b.armed[static_cast<size_t>(b.tid)] = 1;
+}
+
+// Groups each warp's accesses per (instruction, k-th execution by the lane) like a GPU issues
+// them, counts the 32-byte sectors each group touches and the distinct bytes it asked for.
+void end_block(int warp_size) {
+  BlockTrace& b = t_block;
+  if (!b.active) return;
+  b.active = false;
+  b.tid = -1;
+  KernelCounters sum;
+  std::unordered_set<uintptr_t> footprint;
+  const int n = static_cast<int>(b.lanes.size());
+  for (int w0 = 0; w0 < n; w0 += warp_size) {
+    struct Group {
+      bool write = false;
+      std::vector<std::pair<uintptr_t, uint32_t>> ranges;
+    };
+    std::map<std::pair<const void*, int64_t>, Group> groups;
+    for (int lane = w0; lane < std::min(n, w0 + warp_size); ++lane) {
+      std::unordered_map<const void*, int64_t> seen;
+      for (const Access& a : b.lanes[static_cast<size_t>(lane)]) {
+        Group& g = groups[{a.pc, seen[a.pc]++}];
+        g.write = a.write;
+        g.ranges.emplace_back(a.addr, a.size);
+      }
+    }
+    for (auto& [key, g] : groups) {
+      std::unordered_set<uintptr_t> sectors;
+      std::sort(g.ranges.begin(), g.ranges.end());
+      int64_t bytes = 0;
+      uintptr_t covered = 0;  // distinct bytes: the union of the lanes' ranges
+      for (const auto& [addr, size] : g.ranges) {
+        add_sectors(addr, size, sectors);
+        const uintptr_t begin = std::max(addr, covered), end = addr + size;
+        if (end > begin) bytes += static_cast<int64_t>(end - begin), covered = end;
+      }
+      footprint.insert(sectors.begin(), sectors.end());
+      Traffic& t = g.write ? sum.stores : sum.loads;
+      t.requests += 1;
+      t.sectors += static_cast<int64_t>(sectors.size());
+      t.bytes += bytes;
+    }
+  }
+  b.lanes.clear();
+  Totals& t = totals();
+  std::lock_guard lock(t.mutex);
+  KernelCounters& k = t.kernels[t.current];
+  for (auto [to, from] : {std::pair{&k.loads, &sum.loads}, std::pair{&k.stores, &sum.stores}}) {
+    to->requests += from->requests, to->sectors += from->sectors, to->bytes += from->bytes;
+  }
+  t.footprint.insert(footprint.begin(), footprint.end());
+}
+
+void end_launch() {
+  if (!enabled()) return;
+  Totals& t = totals();
+  std::lock_guard lock(t.mutex);
+  if (t.current < t.kernels.size()) t.kernels[t.current].footprint_sectors += static_cast<int64_t>(t.footprint.size());
+  t.footprint.clear();
+}
+
+}  // namespace tessera::emu::access
