@@ -63,6 +63,13 @@ const std::vector<std::string>& suite_names();
 
 /** Runs everything selected; prints a table to stdout; returns the records. */
 std::vector<Record> run(const Options& options);
+/**
+ * The gpu-model suite (perf/gpu_model.cpp): each case once on the emulated backend with its
+ * access counters on; prints per kernel launches, blocks, sectors per request, coalescing, bytes,
+ * FLOPs, host syncs and an H100 / MI250X roofline time; writes JSON to `json_path` if given.
+ */
+void run_gpu_model(bool quick, const std::string& json_path);
+
 /** Writes records as a JSON array (atomically: temp file then rename). */
 void write_json(const std::vector<Record>& records, const std::string& path, const Options& options);
 

@@ -1,4 +1,5 @@
 // `tessera bench`: runs the perf/ suites on every backend of this build (see perf/bench.h).
+#include <algorithm>
 #include <iostream>
 
 #include "../perf/bench.h"
@@ -11,11 +12,21 @@ void add_bench_command(CLI::App& app) {
   auto opts = std::make_shared<bench::Options>();
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark suites on every backend, with peer libraries and % of peak");
   cmd->add_option("--backend", opts->backends, "backends to run (repeatable; default: every backend with a device, except emulated)");
-  cmd->add_option("--suite", opts->suites, "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, overhead");
+  cmd->add_option("--suite", opts->suites,
+                  "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, overhead; or gpu-model alone "
+                  "(per-kernel memory counters and roofline times from the emulated backend)");
   cmd->add_flag("--quick", opts->quick, "small shapes and 3 repetitions (CI smoke test)");
   cmd->add_option("--json", opts->json_path, "write the records to this JSON file");
   cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([opts] {
+    if (std::find(opts->suites.begin(), opts->suites.end(), "gpu-model") != opts->suites.end()) {
+      if (opts->suites.size() != 1) throw tessera::Error("bench: the gpu-model suite runs alone (--suite gpu-model)");
+      for (const std::string& b : opts->backends) {
+        if (b.rfind("emulated", 0) != 0) throw tessera::Error("bench: the gpu-model suite runs on the emulated backend, not '" + b + "'");
+      }
+      bench::run_gpu_model(opts->quick, opts->json_path);
+      return;
+    }
     const auto records = bench::run(*opts);
     if (records.empty()) throw tessera::Error("bench: nothing was measured (no backend with a device selected)");
     if (!opts->json_path.empty()) {

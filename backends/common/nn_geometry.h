@@ -117,6 +117,49 @@ template <class Acc, class T> TESSERA_HD_INLINE void max_pool_bwd_plane(const Po
   }
 }
 
+/**
+ * Max pooling backward for input element i (flat over planes, h, w): the sum of the gradients
+ * of the outputs whose recorded argmax is i, in output order (deterministic, no atomics, and
+ * one thread per input element writes coalesced on a GPU).
+ */
+template <class Acc, class T> TESSERA_HD_INLINE void max_pool_bwd_at(const PoolDims& d, const T* gout, const int64_t* idx, T* gx, int64_t i) {
+  const int64_t iw = i % d.w, ih = (i / d.w) % d.h, p = i / (d.w * d.h), self = ih * d.w + iw;
+  Acc g = 0;
+  for (int64_t a = d.kh - 1; a >= 0; --a) {  // descending taps = ascending output rows
+    const int64_t th = ih + d.ph - a * d.dh;
+    if (th < 0 || th % d.sh != 0 || th / d.sh >= d.ho) continue;
+    const int64_t oh = th / d.sh;
+    for (int64_t e = d.kw - 1; e >= 0; --e) {
+      const int64_t tw = iw + d.pw - e * d.dw;
+      if (tw < 0 || tw % d.sw != 0 || tw / d.sw >= d.wo) continue;
+      const int64_t o = (p * d.ho + oh) * d.wo + tw / d.sw;
+      if (idx[o] == self) g += static_cast<Acc>(gout[o]);
+    }
+  }
+  gx[i] = static_cast<T>(g);
+}
+
+/** Average pooling backward for input element i: each window holding it contributes its share. */
+template <class Acc, class T> TESSERA_HD_INLINE void avg_pool_bwd_at(const PoolDims& d, const T* gout, T* gx, int64_t i) {
+  const int64_t iw = i % d.w, ih = (i / d.w) % d.h, p = i / (d.w * d.h);
+  Acc g = 0;
+  for (int64_t a = d.kh - 1; a >= 0; --a) {
+    const int64_t th = ih + d.ph - a;
+    if (th < 0 || th % d.sh != 0 || th / d.sh >= d.ho) continue;
+    const int64_t oh = th / d.sh;
+    for (int64_t e = d.kw - 1; e >= 0; --e) {
+      const int64_t tw = iw + d.pw - e;
+      if (tw < 0 || tw % d.sw != 0 || tw / d.sw >= d.wo) continue;
+      const int64_t ow = tw / d.sw;
+      int64_t h0, h1, w0, w1;
+      const int64_t count = avg_count(d, oh, ow, h0, h1, w0, w1);
+      if (count == 0 || ih < h0 || ih >= h1 || iw < w0 || iw >= w1) continue;
+      g += static_cast<Acc>(gout[(p * d.ho + oh) * d.wo + ow]) / static_cast<Acc>(count);
+    }
+  }
+  gx[i] = static_cast<T>(g);
+}
+
 /** Average pooling output element i. */
 template <class Acc, class T> TESSERA_HD_INLINE void avg_pool_at(const PoolDims& d, const T* x, int64_t i, T* y) {
   const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, p = i / (d.wo * d.ho);

@@ -112,15 +112,74 @@ void conv_wgrad(const KernelCall& c) {
 template <class T> TESSERA_GLOBAL void max_pool_kernel(PoolDims d, const T* x, T* y, int64_t* idx) {
   for (int64_t i = global_index(); i < d.planes * d.ho * d.wo; i += grid_stride()) max_pool_at<acc_t<T>>(d, x, i, y, idx);
 }
-// One thread per plane: the plane's scatter is sequential, so it needs no atomics.
+
+// 2x2 windows at stride 2 without padding (the common CNN pool) with each window row read as
+// one aligned pair: lanes then read consecutive 2-element vectors, every sector byte used,
+// instead of two half-used requests. Same NaN and first-maximum rules as max_pool_at.
+template <class T> struct alignas(2 * sizeof(T)) Pair {
+  T v[2];
+};
+// One load of both elements as a single machine word (compilers may split a struct copy).
+template <class T> TESSERA_DEVICE Pair<T> load_pair(const T* p) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2);
+  using Word = std::conditional_t<sizeof(T) == 4, uint64_t, uint32_t>;
+  const Word w = *reinterpret_cast<const Word*>(p);
+  Pair<T> r;
+  memcpy(static_cast<void*>(&r), &w, sizeof r);
+  return r;
+}
+template <class T> TESSERA_GLOBAL void max_pool_2x2_kernel(PoolDims d, const T* x, T* y, int64_t* idx) {
+  if constexpr (sizeof(T) <= 4) {
+  using Acc = acc_t<T>;
+  for (int64_t i = global_index(); i < d.planes * d.ho * d.wo; i += grid_stride()) {
+    const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, p = i / (d.wo * d.ho);
+    Acc best = 0;
+    int64_t bi = -1;
+    for (int64_t a = 0; a < 2; ++a) {
+      const int64_t at = (p * d.h + 2 * oh + a) * d.w + 2 * ow;
+      const Pair<T> pair = load_pair(x + at);
+      for (int e = 0; e < 2; ++e) {
+        const Acc v = static_cast<Acc>(pair.v[e]);
+        if (bi < 0 || ((v > best || v != v) && best == best)) best = v, bi = (2 * oh + a) * d.w + 2 * ow + e;
+      }
+    }
+    y[i] = static_cast<T>(best);
+    idx[i] = bi;
+  }
+  }
+}
+template <class T> TESSERA_GLOBAL void avg_pool_2x2_kernel(PoolDims d, const T* x, T* y) {
+  if constexpr (sizeof(T) <= 4) {
+  using Acc = acc_t<T>;
+  for (int64_t i = global_index(); i < d.planes * d.ho * d.wo; i += grid_stride()) {
+    const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, p = i / (d.wo * d.ho);
+    Acc s = 0;
+    for (int64_t a = 0; a < 2; ++a) {
+      const Pair<T> pair = load_pair(x + (p * d.h + 2 * oh + a) * d.w + 2 * ow);
+      s += static_cast<Acc>(pair.v[0]);  // in avg_pool_at's order, so both paths round alike
+      s += static_cast<Acc>(pair.v[1]);
+    }
+    y[i] = static_cast<T>(s / Acc(4));
+  }
+  }
+}
+// The pair path needs whole windows inside the input and pair-aligned rows.
+template <class T> bool pairs_fit(const PoolDims& d, const Tensor& x) {
+  if constexpr (sizeof(T) > 4) return false;
+  return d.kh == 2 && d.kw == 2 && d.sh == 2 && d.sw == 2 && d.ph == 0 && d.pw == 0 && d.dh == 1 && d.dw == 1 && d.w % 2 == 0 &&
+         2 * d.ho <= d.h && 2 * d.wo <= d.w && reinterpret_cast<uintptr_t>(x.data_ptr()) % (2 * sizeof(T)) == 0;
+}
+
+// Backward: a thread per input element gathers from the windows holding it (coalesced writes,
+// no atomics, deterministic); was a thread per plane.
 template <class T> TESSERA_GLOBAL void max_pool_bwd_kernel(PoolDims d, const T* gout, const int64_t* idx, T* gx) {
-  for (int64_t p = global_index(); p < d.planes; p += grid_stride()) max_pool_bwd_plane<acc_t<T>>(d, gout, idx, gx, p);
+  for (int64_t i = global_index(); i < d.planes * d.h * d.w; i += grid_stride()) max_pool_bwd_at<acc_t<T>>(d, gout, idx, gx, i);
 }
 template <class T> TESSERA_GLOBAL void avg_pool_kernel(PoolDims d, const T* x, T* y) {
   for (int64_t i = global_index(); i < d.planes * d.ho * d.wo; i += grid_stride()) avg_pool_at<acc_t<T>>(d, x, i, y);
 }
 template <class T> TESSERA_GLOBAL void avg_pool_bwd_kernel(PoolDims d, const T* gout, T* gx) {
-  for (int64_t p = global_index(); p < d.planes; p += grid_stride()) avg_pool_bwd_plane<acc_t<T>>(d, gout, gx, p);
+  for (int64_t i = global_index(); i < d.planes * d.h * d.w; i += grid_stride()) avg_pool_bwd_at<acc_t<T>>(d, gout, gx, i);
 }
 
 template <template <class> class K> void float_op(const KernelCall& c) {
@@ -129,28 +188,28 @@ template <template <class> class K> void float_op(const KernelCall& c) {
 template <class T> struct MaxPoolF {
   void operator()(const KernelCall& c) {
     const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
-    launch(max_pool_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
-           ptr<T>(c.outputs[0]), ptr<int64_t>(c.outputs[1]));
+    launch(pairs_fit<T>(d, c.inputs[0]) ? max_pool_2x2_kernel<T> : max_pool_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0,
+           false, d, ptr<const T>(c.inputs[0]), ptr<T>(c.outputs[0]), ptr<int64_t>(c.outputs[1]));
   }
 };
 template <class T> struct MaxPoolB {
   void operator()(const KernelCall& c) {
     const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
-    launch(max_pool_bwd_kernel<T>, blocks_for(d.planes), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
+    launch(max_pool_bwd_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
            ptr<const int64_t>(c.inputs[1]), ptr<T>(c.outputs[0]));
   }
 };
 template <class T> struct AvgPoolF {
   void operator()(const KernelCall& c) {
     const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
-    launch(avg_pool_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]),
-           ptr<T>(c.outputs[0]));
+    launch(pairs_fit<T>(d, c.inputs[0]) ? avg_pool_2x2_kernel<T> : avg_pool_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0,
+           false, d, ptr<const T>(c.inputs[0]), ptr<T>(c.outputs[0]));
   }
 };
 template <class T> struct AvgPoolB {
   void operator()(const KernelCall& c) {
     const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
-    launch(avg_pool_bwd_kernel<T>, blocks_for(d.planes), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]), ptr<T>(c.outputs[0]));
+    launch(avg_pool_bwd_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0, false, d, ptr<const T>(c.inputs[0]), ptr<T>(c.outputs[0]));
   }
 };
 }  // namespace

@@ -114,6 +114,40 @@ template <class T, class Op> TESSERA_GLOBAL void merge_chunks_kernel(int64_t row
   }
 }
 
+// Reduction over the leading axes of a contiguous tensor seen as [len, cols]: a thread per
+// (chunk of rows, column), columns fastest, so a warp reads consecutive elements of a row (the
+// row layout would first transpose the tensor with a strided copy). Pass 1 writes one partial
+// per (chunk, column); with one chunk it finishes directly.
+template <class T, class Op>
+TESSERA_GLOBAL void reduce_cols_kernel(int64_t len, int64_t cols, int64_t chunks, int64_t chunk_len, const T* in, typename Op::Acc* partial, T* out) {
+  using Acc = typename Op::Acc;
+  for (int64_t i = global_index(); i < chunks * cols; i += grid_stride()) {
+    const int64_t col = i % cols, chunk = i / cols, begin = chunk * chunk_len;
+    const int64_t end = begin + chunk_len < len ? begin + chunk_len : len;
+    Acc acc = Op::init();
+    if constexpr (compensated<Op>()) {
+      Acc c = 0;
+      for (int64_t r = begin; r < end; ++r) {
+        const Acc y = static_cast<Acc>(static_cast<compute_t<T>>(in[r * cols + col])) - c;
+        const Acc t = acc + y;
+        c = t - t == Acc(0) ? (t - acc) - y : Acc(0);
+        acc = t;
+      }
+    } else {
+      for (int64_t r = begin; r < end; ++r) acc = Op::step(acc, in[r * cols + col]);
+    }
+    if (chunks == 1) out[col] = Op::finish(acc);
+    else partial[i] = acc;
+  }
+}
+template <class T, class Op> TESSERA_GLOBAL void merge_cols_kernel(int64_t chunks, int64_t cols, const typename Op::Acc* partial, T* out) {
+  for (int64_t col = global_index(); col < cols; col += grid_stride()) {
+    typename Op::Acc acc = Op::init();
+    for (int64_t k = 0; k < chunks; ++k) acc = Op::merge(acc, partial[k * cols + col]);
+    out[col] = Op::finish(acc);
+  }
+}
+
 // Arg-extremes, a warp per row: lanes scan strided elements, then (value, index) pairs merge
 // by shuffles. The first extreme wins ties; a NaN beats everything (the first NaN among NaNs).
 template <class T, bool kMax> TESSERA_GLOBAL void arg_rows_kernel(int64_t rows, int64_t len, const T* in, int64_t* out) {
@@ -219,18 +253,46 @@ template <class T, class Op> void reduce_rows(int64_t nrows, int64_t len, const 
   launch(merge_chunks_kernel<T, Op>, row_blocks(nrows), Grid{kThreads}, 0, true, nrows, chunks, ptr<const Acc>(partial), out);
 }
 
+// Enough (chunk, column) threads to fill a large GPU (>= 64K), each chunk at least 64 rows.
+template <class T, class Op> void reduce_cols(int64_t len, int64_t cols, const T* in, T* out, Device device) {
+  using Acc = typename Op::Acc;
+  const int64_t chunks = std::clamp<int64_t>(std::min((65536 + cols - 1) / cols, len / 64), 1, 4096);
+  const int64_t chunk_len = (len + chunks - 1) / chunks;
+  const Tensor partial = empty({chunks > 1 ? chunks * cols * static_cast<int64_t>(sizeof(Acc)) : 1}, DType::u8, device);
+  launch(reduce_cols_kernel<T, Op>, blocks_for(chunks * cols), Grid{kThreads}, 0, false, len, cols, chunks, chunk_len, in,
+         ptr<Acc>(partial), out);
+  if (chunks > 1) launch(merge_cols_kernel<T, Op>, blocks_for(cols), Grid{kThreads}, 0, false, chunks, cols, ptr<const Acc>(partial), out);
+}
+
+// True when `axes` are the leading axes 0..k-1 of a contiguous x (and some axis is kept).
+bool leading_axes(const Tensor& x, const std::vector<int64_t>& axes) {
+  if (!x.is_contiguous() || axes.empty() || static_cast<int64_t>(axes.size()) >= x.dim()) return false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
 template <template <class> class Op> void reduce_op(const KernelCall& c) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
+  // max/min take every dtype (bool too); sum/prod the numeric ones.
+  const auto dispatch = [&](auto&& run) {
+    if constexpr (std::is_same_v<Op<float>, MaxOp<float>> || std::is_same_v<Op<float>, MinOp<float>>) {
+      backend_common::dispatch_all(x.dtype(), op_name(c.op).data(), run);
+    } else {
+      backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), run);
+    }
+  };
+  if (x.numel() > 0 && leading_axes(x, c.attrs.axes)) {
+    const int64_t cols = out.numel(), len = x.numel() / cols;
+    dispatch([&]<class T>() { reduce_cols<T, Op<T>>(len, cols, ptr<const T>(x), ptr<T>(out), out.device()); });
+    return;
+  }
   std::vector<int64_t> order;
   const Tensor rows = as_rows(x, c.attrs.axes, order);
   const int64_t nrows = out.numel(), len = numel(x.shape()) / std::max<int64_t>(nrows, 1);
-  auto run = [&]<class T>() { reduce_rows<T, Op<T>>(nrows, x.numel() ? len : 0, ptr<const T>(rows), ptr<T>(out), out.device()); };
-  if constexpr (std::is_same_v<Op<float>, MaxOp<float>> || std::is_same_v<Op<float>, MinOp<float>>) {
-    backend_common::dispatch_all(x.dtype(), op_name(c.op).data(), run);
-  } else {
-    backend_common::dispatch_numeric(x.dtype(), op_name(c.op).data(), run);
-  }
+  dispatch([&]<class T>() { reduce_rows<T, Op<T>>(nrows, x.numel() ? len : 0, ptr<const T>(rows), ptr<T>(out), out.device()); });
 }
 
 template <bool kMax> void arg_op(const KernelCall& c) {
