@@ -4,6 +4,7 @@
 // row-wise kernels use one team per row with TeamThreadRange loops and team reductions, so
 // they are correct for any team size (1 on Serial, hundreds of threads on CUDA/HIP).
 #include <Kokkos_Core.hpp>
+#include <cstdlib>
 
 #include "../common/dtype_dispatch.h"
 #include "../common/indexer.h"
@@ -36,8 +37,25 @@ template <class F> void for_n(const char* label, int64_t n, const F& f) {
   Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int64_t>>(0, n), f);
 }
 
-/** One team per row (league size `rows`), team size chosen by Kokkos. */
-inline TeamPolicy rows_policy(int64_t rows) { return TeamPolicy(rows, Kokkos::AUTO); }
+/**
+ * Team size: Kokkos's choice (AUTO), or TESSERA_KOKKOS_TEAM_SIZE when set: host execution
+ * spaces usually pick 1, which hides team-level races and scratch bugs, so the tests force 2+.
+ */
+inline int forced_team_size() {
+  static const int n = [] {
+    const char* e = std::getenv("TESSERA_KOKKOS_TEAM_SIZE");
+    return e ? std::atoi(e) : 0;
+  }();
+  return n;
+}
+/** A league of `league` teams, with `vector` lanes per thread and the team size above. */
+inline TeamPolicy team_policy(int64_t league, int vector = 1) {
+  const int forced = forced_team_size();
+  return forced > 0 ? TeamPolicy(league, forced, vector) : TeamPolicy(league, Kokkos::AUTO, vector);
+}
+
+/** One team per row (league size `rows`). */
+inline TeamPolicy rows_policy(int64_t rows) { return team_policy(rows); }
 
 /**
  * A Kokkos reducer over one of the core/kernels reduction functors (SumReducer, ...), so team

@@ -64,7 +64,7 @@ template <class Acc, class Body> void launch_tiles(const char* name, const Tiles
   const int64_t league = slices * t.per_slice();
   if (league == 0) return;
   const int vector = std::min(8, TeamPolicy::vector_length_max());
-  const TeamPolicy policy = TeamPolicy(league, Kokkos::AUTO, vector).set_scratch_size(0, Kokkos::PerTeam(3 * sizeof(Acc) * kTile * kTile));
+  const TeamPolicy policy = team_policy(league, vector).set_scratch_size(0, Kokkos::PerTeam(3 * sizeof(Acc) * kTile * kTile));
   Kokkos::parallel_for(name, policy, KOKKOS_LAMBDA(const Team& team) {
     const int64_t id = team.league_rank(), per = t.per_slice();
     body(team, id / per, (id % per) / t.tiles_n, id % t.tiles_n);

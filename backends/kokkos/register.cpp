@@ -59,7 +59,8 @@ class KokkosBackend final : public Backend {
   int device_count() const override { return 1; }
   DeviceInfo device_info(int) const override {
     return {std::string("Kokkos ") + Exec::name(), 0, Exec().concurrency(),
-            {{"execution space", Exec::name()}, {"memory space", Mem::name()}, {"kokkos version", version()}}};
+            {{"execution space", Exec::name()}, {"memory space", Mem::name()}, {"kokkos version", version()},
+             {"team size", kokkos::forced_team_size() > 0 ? std::to_string(kokkos::forced_team_size()) + " (TESSERA_KOKKOS_TEAM_SIZE)" : "auto"}}};
   }
   std::vector<std::pair<std::string, std::string>> build_info() const override {
     return {{"kokkos version", version()},
