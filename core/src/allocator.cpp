@@ -137,6 +137,11 @@ void CachingAllocator::record_stream(void* ptr, const void* stream) {
   if (it != live_blocks_.end() && it->second.stream != stream) it->second.cross_stream = true;
 }
 
+void CachingAllocator::record_current_stream(void* ptr) {
+  const void* stream = current_stream_ ? current_stream_() : nullptr;  // the hook may run queued work: not under the lock
+  record_stream(ptr, stream);
+}
+
 void CachingAllocator::release_pending_locked() {
   for (const Block& b : pending_blocks_) free_blocks_.emplace(b.bucket, b);
   pending_blocks_.clear();

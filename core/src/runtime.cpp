@@ -55,6 +55,11 @@ StreamGuard::~StreamGuard() {
   if (Backend* b = find_backend(device_.type)) b->set_current_stream(device_.index, previous_);
 }
 
+void record_current_stream(const Tensor& t) {
+  if (!t.defined() || !t.storage() || !t.storage()->data() || t.device() == kCPU) return;
+  backend_for_device(t.device(), "record_current_stream").allocator(t.device().index).record_current_stream(t.storage()->data());
+}
+
 void record_stream(const Tensor& t, Stream& stream) {
   TESSERA_CHECK(t.device() == stream.device(), "record_stream", "tensor on ", t.device().str(), " but stream on ",
                 stream.device().str());

@@ -5,7 +5,9 @@
 #include <mutex>
 #include <thread>
 
+#include "batch_upload.h"
 #include "tessera/kernels/philox.h"
+#include "tessera/runtime.h"
 #include "tessera/nn/data.h"
 
 namespace tessera::nn {
@@ -56,6 +58,8 @@ struct DataLoader::Pipeline {
   std::exception_ptr error;
   std::vector<std::thread> threads;
   std::vector<int64_t> order;
+  std::mutex uploader_mutex;
+  std::unique_ptr<detail::BatchUploader> uploader;  // device backends only, made on first use
 
   void shutdown() {
     {
@@ -101,19 +105,21 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {
     batch.y = batch.y.to(options_.device);
     return batch;
   }
-  // Device backends: stage in pinned memory and upload on this worker's own stream, so the
-  // copy overlaps the training step running on the caller's thread.
-  const auto stream = backend.new_stream(options_.device.index);
-  const Tensor px = pin_memory(batch.x, options_.device), py = pin_memory(batch.y, options_.device);
-  batch.x = to_device_async(px, options_.device, *stream);
-  batch.y = to_device_async(py, options_.device, *stream);
-  stream->synchronize();  // before the pinned buffers are released
+  // Device backends: pooled pinned buffers and the loader's one copy stream (batch_upload.h).
+  {
+    std::lock_guard lock(pipeline_->uploader_mutex);
+    if (!pipeline_->uploader) pipeline_->uploader = std::make_unique<detail::BatchUploader>(options_.device);
+  }
+  const std::vector<Tensor> up = pipeline_->uploader->upload({batch.x, batch.y});
+  batch.x = up[0];
+  batch.y = up[1];
   return batch;
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
   Pipeline& p = *pipeline_;
   p.shutdown();
+  if (p.uploader) synchronize(options_.device);  // last epoch's batch blocks become reusable
   const int64_t n = data_.size();
   p.order.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) p.order[i] = i;
@@ -162,8 +168,14 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
 bool DataLoader::next(Batch& out) {
   Pipeline& p = *pipeline_;
   if (p.next_consume >= p.end) return false;
+  // The batch was made on the loader's copy stream: its blocks wait for a device sync before
+  // the next upload may reuse them (start_epoch syncs once per epoch).
+  const auto used_here = [&] {
+    if (p.uploader) record_current_stream(out.x), record_current_stream(out.y);
+  };
   if (options_.workers == 0) {
     out = make_batch(p.epoch, p.next_consume++);
+    used_here();
     return true;
   }
   {
@@ -176,6 +188,7 @@ bool DataLoader::next(Batch& out) {
     ++p.next_consume;
   }
   p.consumed.notify_all();
+  used_here();
   return true;
 }
 

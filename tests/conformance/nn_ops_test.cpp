@@ -53,6 +53,20 @@ TEST_CASE("pooling matches the reference") {
   TESSERA_CHECK_CLOSE(max_pool2d(x, {3, 3}, Size2{2, 1}, {1, 1}, {1, 2}), ref::max_pool2d(to_ref(x), {3, 3}, {2, 1}, {1, 1}, {1, 2}));
   TESSERA_CHECK_CLOSE(avg_pool2d(x, {3, 2}, Size2{2, 2}, {1, 1}, true), ref::avg_pool2d(to_ref(x), {3, 2}, {2, 2}, {1, 1}, true));
   TESSERA_CHECK_CLOSE(avg_pool2d(x, {3, 3}, Size2{1, 1}, {1, 1}, false), ref::avg_pool2d(to_ref(x), {3, 3}, {1, 1}, {1, 1}, false));
+  // 2x2 / stride 2 windows (the device backends read each window row as one pair): f32 and f16,
+  // an odd-offset view (pairs misaligned: the general path), ties and NaN keep the first-max rules.
+  for (DType dt : {DType::f32, DType::f16}) {
+    const Tensor xs = make_input({2, 3, 6, 8}, dt, 51);
+    TESSERA_CHECK_CLOSE(avg_pool2d(xs, {2, 2}), ref::avg_pool2d(to_ref(xs), {2, 2}, {2, 2}, {0, 0}, true), acc_tol(dt, 4));
+    TESSERA_CHECK_CLOSE(max_pool2d(xs, {2, 2}), ref::max_pool2d(to_ref(xs), {2, 2}, {2, 2}, {0, 0}, {1, 1}));
+    const Tensor shifted = make_input({2, 3, 6, 9}, dt, 52).narrow(3, 1, 8);
+    TESSERA_CHECK_CLOSE(avg_pool2d(shifted, {2, 2}), ref::avg_pool2d(to_ref(shifted), {2, 2}, {2, 2}, {0, 0}, true), acc_tol(dt, 4));
+    TESSERA_CHECK_CLOSE(max_pool2d(shifted, {2, 2}), ref::max_pool2d(to_ref(shifted), {2, 2}, {2, 2}, {0, 0}, {1, 1}));
+  }
+  const Tensor special = from_vector<float>({1, 5, 5, 0, NAN, 2, 3, 3, 4, 4, 7, 7, 4, 4, 7, 7}, {1, 1, 4, 4}).to(device());
+  const auto [ys, is] = max_pool2d_with_indices(special, {2, 2});
+  CHECK(is.to_vector<int64_t>() == std::vector<int64_t>{4, 2, 8, 10});  // NaN wins; first of equal maxima
+  CHECK(std::isnan(ys.to_vector<float>()[0]));
   const auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
   CHECK(idx.dtype() == DType::i64);
   TESSERA_CHECK_CLOSE(adaptive_avg_pool2d(x, {1, 1}), to_ref(mean(x, {2, 3}, true)));
@@ -106,6 +120,8 @@ TEST_CASE("gradients of conv2d, pooling, normalisation and losses") {
                      {grad_input({1, 4, 5, 6}, 4), grad_input({2, 2, 2, 2}, 5)});
   TESSERA_CHECK_GRAD([](const V& in) { return conv2d(in[0], in[1]); }, {grad_input({3, 3, 2, 2}, 6), grad_input({2, 3, 1, 1}, 7)});
   TESSERA_CHECK_GRAD([](const V& in) { return max_pool2d(in[0], {2, 2}, Size2{1, 1}, {1, 1}); }, {grad_input({2, 2, 4, 3}, 8)});
+  TESSERA_CHECK_GRAD([](const V& in) { return max_pool2d(in[0], {2, 2}); }, {grad_input({2, 2, 4, 6}, 11)});
+  TESSERA_CHECK_GRAD([](const V& in) { return avg_pool2d(in[0], {2, 2}); }, {grad_input({2, 2, 4, 6}, 12)});
   TESSERA_CHECK_GRAD([](const V& in) { return avg_pool2d(in[0], {3, 2}, Size2{2, 1}, {1, 1}, false); }, {grad_input({1, 2, 5, 4}, 9)});
   TESSERA_CHECK_GRAD([](const V& in) { return adaptive_avg_pool2d(in[0], {2, 3}); }, {grad_input({1, 2, 5, 4}, 10)});
   TESSERA_CHECK_GRAD([](const V& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true); },

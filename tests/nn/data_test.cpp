@@ -156,3 +156,31 @@ TEST_CASE("transforms: normalize, random crop with padding, horizontal flip") {
   CHECK(flipped.select(0, 0).select(0, 0).select(0, 0).to_vector<float>() == std::vector<float>{3, 2, 1, 0});
   TESSERA_CHECK_THROWS_WITH(normalize({0.5, 0.5}, {1, 1})(x, gen), "normalize: expected [N, 2, H, W]");
 }
+
+TEST_CASE("the DataLoader reuses its pinned buffers across batches and epochs") {
+  LoaderOptions o;
+  o.batch_size = 5;
+  o.device = device();
+  o.workers = 2;
+  const auto pinned_allocations = [] {
+    for (const auto& [key, value] : backend_for(device().type).build_info()) {
+      if (key == "pinned allocations") return std::stoll(value);
+    }
+    return -1LL;  // a backend without a count (cpu, kokkos)
+  };
+  const long long before = pinned_allocations();
+  DataLoader dl(synthetic(50), o);
+  std::vector<float> sums;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    dl.start_epoch(epoch);
+    Batch b;
+    while (dl.next(b)) sums.push_back(sum(b.x).item<float>());
+  }
+  CHECK(sums.size() == 30);
+  if (before >= 0) {
+    // 60 host tensors went up; one copy at a time through the pool needs a pair of buffers
+    // (a ragged last batch would add another pair).
+    CHECK(pinned_allocations() - before <= 4);
+    CHECK(pinned_allocations() - before >= 2);
+  }
+}

@@ -64,6 +64,9 @@ class StreamGuard {
  * allocated on): when `t` is freed its block is not reused until the device is synchronised.
  */
 void record_stream(const Tensor& t, Stream& stream);
+/** record_stream with the calling thread's current stream on t's device (the default stream
+ *  when no StreamGuard is active): for tensors made on another stream, such as a loader's. */
+void record_current_stream(const Tensor& t);
 
 /**
  * Host synchronisations: each time the host waited for a device (a copy to the host, `item()`,

@@ -73,6 +73,8 @@ class CachingAllocator {
   void set_stream_hooks(std::function<const void*()> current, std::function<void()> synchronize);
   /** Marks the live block at `ptr` as also used on `stream`: when freed it waits for a sync. */
   void record_stream(void* ptr, const void* stream);
+  /** record_stream with the calling thread's current stream (from the `current` hook). */
+  void record_current_stream(void* ptr);
   /** After the device was synchronised: blocks held for other streams become reusable. */
   void release_pending();
   bool guards() const { return guards_; }
