@@ -39,15 +39,26 @@ void index_select_op(const KernelCall& c) {
 
 void gather_op(const KernelCall& c) { gather_into(c.outputs[0], c.inputs[0], c.inputs[1], c.attrs.axis, "gather", false); }
 
-template <class T, class I> void scatter_add_impl(const Tensor& xview, const Tensor& index, const Tensor& src, int64_t axis_stride) {
+// Deterministic without atomics: a "line" is every index position along `axis` with the other
+// coordinates fixed; lines write disjoint destinations (they differ off the axis), so each runs
+// in parallel and adds its sources in index order, the same sums on every run and thread count.
+template <class T, class I>
+void scatter_add_impl(const Tensor& xview, const Tensor& index, const Tensor& src, int64_t axis, int64_t axis_stride) {
   T* dst = ptr<T>(xview);
   const I* idx = ptr<const I>(index);
   const T* s = ptr<const T>(src);
-  const auto ix = make_indexer<3>(index.shape(), {&xview, &index, &src});
-  for_n("scatter_add", index.numel(), KOKKOS_LAMBDA(int64_t i) {
+  if (index.numel() == 0) return;
+  if (index.dim() == 0) {
+    for_n("scatter_add", 1, KOKKOS_LAMBDA(int64_t) { dst[static_cast<int64_t>(idx[0]) * axis_stride] += s[0]; });
+    return;
+  }
+  const int64_t len = index.size(axis), istep = index.strides()[axis], sstep = src.strides()[axis];
+  const Tensor xl = xview.narrow(axis, 0, 1), il = index.narrow(axis, 0, 1), sl = src.narrow(axis, 0, 1);
+  const auto ix = make_indexer<3>(il.shape(), {&xl, &il, &sl});
+  for_n("scatter_add", il.numel(), KOKKOS_LAMBDA(int64_t line) {
     int64_t off[3];
-    ix.offsets(i, off);
-    Kokkos::atomic_add(dst + off[0] + static_cast<int64_t>(idx[off[1]]) * axis_stride, s[off[2]]);
+    ix.offsets(line, off);
+    for (int64_t i = 0; i < len; ++i) dst[off[0] + static_cast<int64_t>(idx[off[1] + i * istep]) * axis_stride] += s[off[2] + i * sstep];
   });
 }
 
@@ -60,7 +71,7 @@ void scatter_add_op(const KernelCall& c) {
   int64_t axis_stride = 0;
   const Tensor xview = along_axis_view(x, index.shape(), axis, axis_stride);
   auto run = [&]<class T>() {
-    dispatch_index(index.dtype(), [&]<class I>() { scatter_add_impl<T, I>(xview, index, src, axis_stride); });
+    dispatch_index(index.dtype(), [&]<class I>() { scatter_add_impl<T, I>(xview, index, src, axis, axis_stride); });
   };
   backend_common::dispatch_scatter(x.dtype(), run);
 }
