@@ -66,7 +66,7 @@ class VendorEvent final : public Event {
   ~VendorEvent() override { (void)vendor::event_destroy(event_); }
   void record(Stream& s) override {
     auto* vs = dynamic_cast<VendorStream*>(&s);
-    TESSERA_GPU_CHECK(vendor::event_record(event_, vs ? vs->handle() : vendor::StreamHandle{}));
+    TESSERA_GPU_CHECK(vendor::event_record(event_, vs ? vs->handle() : vendor::current_stream()));
   }
   void synchronize() override { TESSERA_GPU_CHECK(vendor::event_synchronize(event_)); }
   vendor::EventHandle handle() const { return event_; }
@@ -127,6 +127,15 @@ void VendorStream::wait(Event& event) {
 
 thread_local Stream* t_current_stream = nullptr;  // the Stream object behind vendor::current_stream()
 
+// What the caching allocator files a block under: the stream handle, except for the per-thread
+// default stream, whose handle is the same value on every thread although each thread's is a
+// different queue: there the tag is per thread, so a block freed by one thread's default-stream
+// work is reused only by that thread's (stream-ordered) work.
+const void* stream_tag(vendor::StreamHandle s) {
+  thread_local const char per_thread = 0;
+  return s == vendor::default_stream() ? static_cast<const void*>(&per_thread) : static_cast<const void*>(s);
+}
+
 class DeviceBackend final : public Backend {
  public:
   DeviceBackend(const char* name, DeviceType type, std::string targets, void (*customize)(KernelTable&))
@@ -143,7 +152,7 @@ class DeviceBackend final : public Backend {
       memory_.push_back(std::make_unique<DeviceMemory>(i));
       allocators_.push_back(std::make_unique<CachingAllocator>(std::string(name) + ":" + std::to_string(i), *memory_.back()));
       // Blocks are reused only on the stream they were allocated on (see allocator.h).
-      allocators_.back()->set_stream_hooks([] { return static_cast<const void*>(vendor::current_stream()); },
+      allocators_.back()->set_stream_hooks([] { return stream_tag(vendor::current_stream()); },
                                            [i] {
                                              TESSERA_GPU_CHECK(vendor::set_device(i));
                                              TESSERA_GPU_CHECK(vendor::synchronize());
@@ -211,7 +220,7 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::set_device(d));
     Stream* previous = t_current_stream;
     t_current_stream = stream;
-    vendor::current_stream() = vs ? vs->handle() : vendor::StreamHandle{};
+    vendor::current_stream() = vs ? vs->handle() : vendor::default_stream();
     return previous;
   }
   std::unique_ptr<Stream> new_stream(int d) override { return std::make_unique<VendorStream>(Device(type_, d)); }
@@ -227,7 +236,7 @@ class DeviceBackend final : public Backend {
   void copy_from_host_async(void* dst, const void* src, size_t n, int d, Stream& stream) override {
     auto* vs = dynamic_cast<VendorStream*>(&stream);
     TESSERA_GPU_CHECK(vendor::set_device(d));
-    TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vs ? vs->handle() : vendor::StreamHandle{}));
+    TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vs ? vs->handle() : vendor::current_stream()));
   }
   std::unique_ptr<Event> new_event(int d) override { return std::make_unique<VendorEvent>(d); }
 

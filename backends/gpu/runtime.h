@@ -170,11 +170,25 @@ inline VendorError properties(int d, DeviceProps& out) {
 #endif
 
 /**
- * The calling thread's current stream (StreamGuard); the default stream when none is set.
+ * The calling thread's default stream: the per-thread default stream, not the legacy null
+ * stream, so host threads (the training loop, loader workers) do not serialise on one queue and
+ * the default stream does not wait for every other blocking stream. Work from different host
+ * threads is therefore unordered: hand a tensor to another thread after a sync or an event wait.
+ */
+inline StreamHandle default_stream() {
+#if defined(__HIPCC__)
+  return hipStreamPerThread;
+#else
+  return cudaStreamPerThread;
+#endif
+}
+
+/**
+ * The calling thread's current stream (StreamGuard); its default stream when none is set.
  * Kernels, copies and vendor-library calls of this thread are queued on it.
  */
 inline StreamHandle& current_stream() {
-  thread_local StreamHandle stream{};
+  thread_local StreamHandle stream = default_stream();
   return stream;
 }
 }  // namespace vendor
