@@ -19,11 +19,26 @@ namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 namespace {
 
+// Makes `device` current for a scope and restores the caller's device after it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    TESSERA_GPU_CHECK(vendor::get_device(&previous_));
+    if (previous_ != device) TESSERA_GPU_CHECK(vendor::set_device(device));
+  }
+  ~DeviceScope() { (void)vendor::set_device(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 class DeviceMemory final : public RawAllocator {
  public:
   explicit DeviceMemory(int device) : device_(device) {}
   void* raw_alloc(size_t nbytes) override {
-    TESSERA_GPU_CHECK(vendor::set_device(device_));
+    const DeviceScope scope(device_);  // the allocation lands on this allocator's device
     void* p = nullptr;
     if (!ok(vendor::allocate(&p, nbytes))) {
       (void)last_error();  // clear the sticky error: the caching allocator retries or throws
@@ -31,7 +46,10 @@ class DeviceMemory final : public RawAllocator {
     }
     return p;
   }
-  void raw_free(void* p) override { (void)vendor::release(p); }
+  void raw_free(void* p) override {
+    const DeviceScope scope(device_);
+    (void)vendor::release(p);
+  }
   bool host_accessible() const override { return false; }
 
  private:
@@ -42,7 +60,7 @@ class DeviceMemory final : public RawAllocator {
 class VendorStream final : public Stream {
  public:
   explicit VendorStream(Device device) : device_(device) {
-    TESSERA_GPU_CHECK(vendor::set_device(device.index));
+    const DeviceScope scope(device.index);
     TESSERA_GPU_CHECK(vendor::stream_create(&stream_));
   }
   ~VendorStream() override { (void)vendor::stream_destroy(stream_); }
@@ -60,7 +78,7 @@ class VendorStream final : public Stream {
 class VendorEvent final : public Event {
  public:
   explicit VendorEvent(int device) {
-    TESSERA_GPU_CHECK(vendor::set_device(device));
+    const DeviceScope scope(device);
     TESSERA_GPU_CHECK(vendor::event_create(&event_));
   }
   ~VendorEvent() override { (void)vendor::event_destroy(event_); }
@@ -92,7 +110,7 @@ class ErrorSlots {
     if (DeviceErrorSlot* s = slots_[d].load(std::memory_order_acquire)) return s;  // every launch after the first
     std::lock_guard lock(mutex_);
     if (!slots_[d].load()) {
-      TESSERA_GPU_CHECK(vendor::set_device(d));
+      const DeviceScope scope(d);
       void* p = nullptr;
       TESSERA_GPU_CHECK(vendor::allocate(&p, sizeof(DeviceErrorSlot)));
       const DeviceErrorSlot zero{};
@@ -154,7 +172,7 @@ class DeviceBackend final : public Backend {
       // Blocks are reused only on the stream they were allocated on (see allocator.h).
       allocators_.back()->set_stream_hooks([] { return stream_tag(vendor::current_stream()); },
                                            [i] {
-                                             TESSERA_GPU_CHECK(vendor::set_device(i));
+                                             const DeviceScope scope(i);
                                              TESSERA_GPU_CHECK(vendor::synchronize());
                                            });
     }
@@ -181,14 +199,14 @@ class DeviceBackend final : public Backend {
   // Copies are ordered on the thread's current stream; the host-side ones wait for it, so the
   // host buffer is free (or filled) when they return.
   void copy_from_host(void* dst, const void* src, size_t n, int d) override {
-    TESSERA_GPU_CHECK(vendor::set_device(d));
+    const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vendor::current_stream()));
     TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
     detail::note_host_sync();
     g_error_slots.check(d);
   }
   void copy_to_host(void* dst, const void* src, size_t n, int d) override {
-    TESSERA_GPU_CHECK(vendor::set_device(d));
+    const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::to_host_async(dst, src, n, vendor::current_stream()));
     TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
     detail::note_host_sync();
@@ -203,7 +221,7 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::peer(dst, dd, src, sd, n));
   }
   void synchronize(int d) override {
-    TESSERA_GPU_CHECK(vendor::set_device(d));
+    const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::synchronize());
     detail::note_host_sync();
     g_error_slots.check(d);
@@ -217,7 +235,7 @@ class DeviceBackend final : public Backend {
   Stream* set_current_stream(int d, Stream* stream) override {
     auto* vs = stream ? dynamic_cast<VendorStream*>(stream) : nullptr;
     TESSERA_CHECK(!stream || vs, "StreamGuard", "stream does not belong to the ", name_, " backend");
-    TESSERA_GPU_CHECK(vendor::set_device(d));
+    const DeviceScope scope(d);
     Stream* previous = t_current_stream;
     t_current_stream = stream;
     vendor::current_stream() = vs ? vs->handle() : vendor::default_stream();
@@ -235,7 +253,7 @@ class DeviceBackend final : public Backend {
   void free_pinned(void* p) override { (void)vendor::host_free(p); }
   void copy_from_host_async(void* dst, const void* src, size_t n, int d, Stream& stream) override {
     auto* vs = dynamic_cast<VendorStream*>(&stream);
-    TESSERA_GPU_CHECK(vendor::set_device(d));
+    const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vs ? vs->handle() : vendor::current_stream()));
   }
   std::unique_ptr<Event> new_event(int d) override { return std::make_unique<VendorEvent>(d); }
