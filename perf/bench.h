@@ -70,6 +70,8 @@ std::vector<Record> run(const Options& options);
  */
 void run_gpu_model(bool quick, const std::string& json_path);
 
+/** Writes `text` to `path` through a temp file and a rename, so a reader never sees half a file. */
+void write_file_atomically(const std::string& text, const std::string& path);
 /** Writes records as a JSON array (atomically: temp file then rename). */
 void write_json(const std::vector<Record>& records, const std::string& path, const Options& options);
 

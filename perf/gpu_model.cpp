@@ -7,8 +7,6 @@
 //   time = sum over kernels of max(bytes / bandwidth, flops / f32 peak) + launches x 3 us.
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
@@ -148,14 +146,7 @@ void run_gpu_model(bool quick, const std::string& json_path) {
                    {"roofline_us", {{kRoofs[0].name, h100 * 1e6}, {kRoofs[1].name, mi250 * 1e6}}}});
   }
   if (!json_path.empty()) {
-    const std::string tmp = json_path + ".tmp";
-    {
-      std::ofstream f(tmp);
-      if (!f) throw Error(detail::concat("bench: cannot write '", json_path, "'"));
-      f << arr.dump(1) << "\n";
-      if (!f.flush()) throw Error(detail::concat("bench: writing '", json_path, "' failed"));
-    }
-    std::filesystem::rename(tmp, json_path);
+    write_file_atomically(arr.dump(1) + "\n", json_path);
     std::printf("# wrote %zu gpu-model cases to %s\n", arr.size(), json_path.c_str());
   }
 }

@@ -164,11 +164,15 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
     j["ratio"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.ratio);
     arr.push_back(j);
   }
+  write_file_atomically(arr.dump(1) + "\n", path);
+}
+
+void write_file_atomically(const std::string& text, const std::string& path) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
     if (!f) throw Error(detail::concat("bench: cannot write '", path, "'"));
-    f << arr.dump(1) << "\n";
+    f << text;
     if (!f.flush()) throw Error(detail::concat("bench: writing '", path, "' failed"));
   }
   std::filesystem::rename(tmp, path);
