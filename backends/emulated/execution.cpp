@@ -456,7 +456,7 @@ int lane_id() {
 namespace {
 // Publishes `value`, waits for every lane of the warp, then reads the value of lane `src`
 // (src outside the warp reads the caller's own value, like CUDA).
-uint64_t exchange(uint64_t value, int src, std::source_location where) {
+uint64_t exchange(uint64_t value, int src, std::source_location where, uint64_t* gather_out = nullptr) {
   Fiber* f = t_fiber;
   if (!f) throw Error("emulated: warp shuffle at " + where_str(where) + " in a kernel launched without cooperative threads");
   Block& b = *f->block;
@@ -480,9 +480,18 @@ uint64_t exchange(uint64_t value, int src, std::source_location where) {
   __tsan_acquire(sync);
 #endif
   TESSERA_EMU_UNTRACKED;
+  if (gather_out) {
+    if (width != warp) {
+      throw Error("emulated: warp-collective matrix operation at " + where_str(where) + " in a partial warp of " +
+                  std::to_string(width) + " lanes (needs all " + std::to_string(warp) + ")");
+    }
+    for (int l = 0; l < width; ++l) gather_out[l] = slot[static_cast<size_t>(base + l)];
+  }
   return (src >= 0 && src < width) ? slot[static_cast<size_t>(base + src)] : value;
 }
 }  // namespace
+
+void warp_gather(uint64_t value, uint64_t* out, std::source_location where) { exchange(value, -1, where, out); }
 
 uint64_t shuffle(uint64_t value, int src_lane, std::source_location where) { return exchange(value, src_lane, where); }
 uint64_t shuffle_down(uint64_t value, int delta, std::source_location where) {

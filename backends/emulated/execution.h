@@ -69,6 +69,10 @@ void sync_threads(std::source_location where = std::source_location::current());
 uint64_t shuffle(uint64_t value, int src_lane, std::source_location where);
 uint64_t shuffle_down(uint64_t value, int delta, std::source_location where);
 uint64_t shuffle_xor(uint64_t value, int mask, std::source_location where);
+/** Warp-collective gather: every lane publishes `value` and receives all lanes' values in
+ *  `out[0 .. warp)` (one rendezvous; the emulated tensor-core MMA builds on it). Every lane of a
+ *  full warp must take part. */
+void warp_gather(uint64_t value, uint64_t* out, std::source_location where);
 int lane_id();
 
 /** Shared memory of the current block: the dynamic part, and static arrays keyed by call site. */

@@ -1,10 +1,15 @@
-// Tiled GEMM with shared memory for matmul (batched, broadcast batch axes, strided operands)
-// and linear (fused bias + activation epilogue). 16x16 output tiles, one thread per element,
-// K walked in 16-deep slabs staged through shared memory; f16/bf16 accumulate in f32.
+// GEMM for matmul (batched, broadcast batch axes, strided operands) and linear (fused bias +
+// activation epilogue). f16/bf16 run on the tensor/matrix cores (tc_gemm.h) where the device
+// has them; everything else, and f16/bf16 elsewhere, on a SIMT tiled GEMM: 16x16 output tiles,
+// one thread per element, K walked in 16-deep slabs through shared memory, f32 accumulation.
+#include <cstdlib>
+#include <string>
+
 #include "common.h"
 #include "kernels.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/convert.h"
+#include "tc_gemm.h"
 #include "tiled_gemm.h"
 
 namespace tessera::gpu {
@@ -12,15 +17,6 @@ inline namespace TESSERA_GPU_TARGET {
 namespace {
 
 template <class T> using acc_t = std::conditional_t<kernels::is_float_like_v<T>, compute_t<T>, int64_t>;
-
-struct GemmArgs {
-  int64_t m, n, k;
-  int64_t ars, acs, brs, bcs, ldc;
-  int64_t tiles_m, tiles_n;
-  Indexer<3> batch;  // element offsets of a, b, c for each batch index
-  int64_t bias_stride;
-  Activation act;
-};
 
 template <class T>
 TESSERA_GLOBAL void gemm_kernel(const T* a, const T* b, T* c, const T* bias, GemmArgs g) {
@@ -51,6 +47,9 @@ TESSERA_GLOBAL void gemm_kernel(const T* a, const T* b, T* c, const T* bias, Gem
 }
 
 template <class T> void run_gemm(const T* a, const T* b, T* c, const T* bias, GemmArgs g, int64_t batches) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    if (run_tc_gemm<T>(a, b, c, bias, g, batches)) return;
+  }
   g.tiles_m = (g.m + kTile - 1) / kTile;
   g.tiles_n = (g.n + kTile - 1) / kTile;
   const int64_t blocks = batches * g.tiles_m * g.tiles_n;
@@ -106,6 +105,42 @@ void bias_activation(Tensor& out, const Tensor& bias, Activation act) {
     launch(bias_activation_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), out.size(-1), ptr<T>(out),
            bias.defined() ? ptr<const T>(bias) : nullptr, bias.defined() ? bias.strides()[0] : int64_t{0}, act);
   });
+}
+
+MmaKind device_mma_kind() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("TESSERA_GPU_TENSOR_CORES");
+    return v && std::string(v) == "0";
+  }();
+  if (disabled) return MmaKind::none;
+#if defined(__HIPCC__)
+  thread_local int cached_device = -1;
+  thread_local MmaKind cached = MmaKind::none;
+  int d = 0;
+  TESSERA_GPU_CHECK(vendor::get_device(&d));
+  if (d != cached_device) {
+    DeviceProps p;
+    TESSERA_GPU_CHECK(vendor::properties(d, p));
+    const bool cdna = p.arch.rfind("gfx90a", 0) == 0 || p.arch.rfind("gfx94", 0) == 0;
+    cached = cdna && p.warp == 64 ? MmaKind::mfma_16x16x16 : MmaKind::none;
+    cached_device = d;
+  }
+  return cached;
+#elif defined(__CUDACC__)
+  thread_local int cached_device = -1;
+  thread_local MmaKind cached = MmaKind::none;
+  int d = 0;
+  TESSERA_GPU_CHECK(vendor::get_device(&d));
+  if (d != cached_device) {
+    int major = 0;
+    TESSERA_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
+    cached = major >= 8 ? MmaKind::mma_sync_16x8x16 : MmaKind::none;
+    cached_device = d;
+  }
+  return cached;
+#else
+  return warp_size() == 64 ? MmaKind::mfma_16x16x16 : MmaKind::mma_sync_16x8x16;
+#endif
 }
 
 void register_linalg(KernelTable& table) {

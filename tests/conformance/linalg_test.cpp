@@ -112,3 +112,37 @@ TEST_CASE("linear fuses bias and every activation") {
     }
   }
 }
+
+TEST_CASE("f16 and bf16 GEMMs at tensor-core tile sizes, aligned and ragged, match the f64 reference") {
+  // 64 x 64 block tiles of 16 x 8 (warp 32) or 16 x 16 (warp 64) MMA tiles over 32-deep K slabs
+  // on the GPU backends: whole tiles, ragged edges in every dimension, several K slabs, batches
+  // and transposed operands.
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+  };
+  const Case cases[] = {{{64, 64}, {64, 64}, false, false}, {{128, 96}, {96, 64}, true, false},
+                        {{37, 45}, {45, 29}, false, true},  {{65, 33}, {33, 70}, true, true},
+                        {{3, 17, 80}, {80, 40}, false, false}, {{2, 64, 48}, {2, 48, 72}, false, true}};
+  uint64_t seed = 900;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (const Case& c : cases) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(shape_str(c.a));
+      CAPTURE(shape_str(c.b));
+      CAPTURE(c.ta);
+      CAPTURE(c.tb);
+      const Tensor a = c.ta ? make_input(c.a, dt, ++seed, -1, 1, Layout::transposed) : make_input(c.a, dt, ++seed, -1, 1);
+      const Tensor b = c.tb ? make_input(c.b, dt, ++seed, -1, 1, Layout::transposed) : make_input(c.b, dt, ++seed, -1, 1);
+      const Tensor y = matmul(a, b);
+      CHECK(y.dtype() == dt);
+      TESSERA_CHECK_CLOSE(y, round_to(ref::matmul(to_ref(a), to_ref(b)), dt), gemm_tol(dt, c.a.back()));
+    }
+    const Tensor x = make_input({70, 96}, dt, ++seed, -1, 1), w = make_input({50, 96}, dt, ++seed, -1, 1);
+    const Tensor bias = make_input({50}, dt, ++seed, -1, 1);
+    ref::Ref want = ref::matmul(to_ref(x), ref::transpose_last2(to_ref(w)));
+    want = ref::map2(want, to_ref(bias), [](double v, double c) { return v + c; });
+    want = ref::map(want, [](double v) { return ref::unary("gelu", v); });
+    TESSERA_CHECK_CLOSE(linear(x, w, bias, Activation::gelu), round_to(want, dt), gemm_tol(dt, 96));
+  }
+}

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "gpu/mma.h"
 #include "planted_kernels.h"
 #include "tessera/error.h"
 #include "tessera/backend/registry.h"
@@ -235,4 +236,53 @@ TEST_CASE("access counters: a coalesced copy uses every sector byte, a row per t
 #else
   MESSAGE("access counters are not compiled in (GCC builds without sanitizers have them)");
 #endif
+}
+
+// ---- tensor-core fragments: one warp multiplies a 16 x 16 A by a 16 x N B through mma.h ----
+namespace {
+template <class Shape, bool kSwapA>
+TESSERA_GLOBAL void warp_mma(const BFloat16* a, const BFloat16* b, float* c) {
+  const int ln = gpu::lane();
+  BFloat16 fa[Shape::A], fb[Shape::B];
+  float acc[Shape::C] = {};
+  // The planted bug: A's fragment read with row and column exchanged (a lane-ownership mix-up
+  // that compiles fine and runs on any GPU).
+  for (int i = 0; i < Shape::A; ++i) {
+    fa[i] = kSwapA ? a[Shape::a_col(ln, i) * 16 + Shape::a_row(ln, i)] : a[Shape::a_row(ln, i) * 16 + Shape::a_col(ln, i)];
+  }
+  for (int i = 0; i < Shape::B; ++i) fb[i] = b[Shape::b_row(ln, i) * Shape::N + Shape::b_col(ln, i)];
+  gpu::mma<Shape, BFloat16>(acc, fa, fb);
+  for (int i = 0; i < Shape::C; ++i) c[Shape::c_row(ln, i) * Shape::N + Shape::c_col(ln, i)] = acc[i];
+}
+
+template <class Shape> double mma_max_error(bool swap) {
+  std::vector<BFloat16> a(16 * 16), b(16 * Shape::N);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = BFloat16(static_cast<float>((i * 7) % 13) - 6.0f);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = BFloat16(static_cast<float>((i * 5) % 11) - 5.0f);
+  std::vector<float> c(16 * Shape::N, -1.0f);
+  if (swap) gpu::launch(warp_mma<Shape, true>, {1}, {Shape::Warp}, 0, true, a.data(), b.data(), c.data());
+  else gpu::launch(warp_mma<Shape, false>, {1}, {Shape::Warp}, 0, true, a.data(), b.data(), c.data());
+  double worst = 0;
+  for (int r = 0; r < 16; ++r) {
+    for (int j = 0; j < Shape::N; ++j) {
+      double want = 0;
+      for (int k = 0; k < 16; ++k) want += static_cast<double>(static_cast<float>(a[r * 16 + k])) * static_cast<float>(b[k * Shape::N + j]);
+      worst = std::max(worst, std::abs(want - c[r * Shape::N + j]));
+    }
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("tensor-core fragments: the emulated MMA follows each lane's ownership, so a lane mix-up gives a wrong product") {
+  const emu::Settings saved = emu::settings();
+  emu::settings().warp_size = 32;
+  CHECK(mma_max_error<gpu::MmaSync16x8x16>(false) == 0.0);  // small integers: exact in f32
+  CHECK(mma_max_error<gpu::MmaSync16x8x16>(true) > 1.0);
+  emu::settings().warp_size = 64;
+  CHECK(mma_max_error<gpu::Mfma16x16x16>(false) == 0.0);
+  CHECK(mma_max_error<gpu::Mfma16x16x16>(true) > 1.0);
+  // A shape on the wrong warp width is refused, as the instruction does not exist there.
+  CHECK_THROWS_WITH_AS(mma_max_error<gpu::MmaSync16x8x16>(false), doctest::Contains("needs 32-lane warps"), Error);
+  emu::settings() = saved;
 }
