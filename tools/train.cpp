@@ -16,7 +16,8 @@ namespace {
 struct TrainArgs {
   std::string model = "cnn", backend = "auto", optimizer = "adam", schedule = "cosine";
   std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json;
-  int64_t epochs = 5, batch_size = 128, limit = -1;
+  std::string precision = "f32", param_dtype = "f32";
+  int64_t epochs = 5, batch_size = 128, limit = -1, test_limit = -1;
   double lr = 1e-3, weight_decay = 0.0;
   uint64_t seed = 0;
   int threads = 0, workers = 1;
@@ -45,8 +46,11 @@ void run_train(const TrainArgs& a) {
   const Device device = pick_device(a.backend);
   manual_seed(a.seed);
   nn::ImageSet train_set = nn::load_mnist_split(a.data, "train", a.limit);
-  nn::ImageSet test_set = nn::load_mnist_split(a.data, "test");
-  const nn::Placement place{DType::f32, device};
+  nn::ImageSet test_set = nn::load_mnist_split(a.data, "test", a.test_limit);
+  const DType precision = nn::parse_precision(a.precision), param_dtype = nn::parse_precision(a.param_dtype);
+  TESSERA_CHECK(param_dtype == DType::f32 || param_dtype == precision, "train", "--param-dtype ", a.param_dtype,
+                " needs --precision ", a.param_dtype, " (16-bit parameters only run under autocast)");
+  const nn::Placement place{param_dtype, device};
   std::shared_ptr<nn::Sequential> model = a.model == "mlp" ? nn::make_mlp(place) : nn::make_cnn(place);
   nn::OptimOptions opts;
   opts.lr = a.lr;
@@ -70,12 +74,14 @@ void run_train(const TrainArgs& a) {
     scheduler = std::make_unique<nn::Scheduler>(*optimizer, std::make_shared<nn::CosineLR>(a.epochs * train.batches()));
   }
   nlohmann::json config = {{"model", a.model},     {"optimizer", a.optimizer}, {"lr", a.lr},     {"epochs", a.epochs},
-                           {"batch_size", a.batch_size}, {"seed", a.seed},     {"limit", a.limit}, {"schedule", a.schedule}};
+                           {"batch_size", a.batch_size}, {"seed", a.seed},     {"limit", a.limit}, {"test_limit", a.test_limit}, {"schedule", a.schedule},
+                           {"precision", a.precision}, {"param_dtype", a.param_dtype}};
   if (!a.quiet) {
-    std::printf("training %s (%lld parameters) on %s: %lld images, %lld epochs, batch %lld, %s lr %g (%s)\n", a.model.c_str(),
-                static_cast<long long>(model->num_parameters()), device.str().c_str(), static_cast<long long>(train.samples()),
-                static_cast<long long>(a.epochs), static_cast<long long>(a.batch_size), a.optimizer.c_str(), a.lr,
-                a.schedule.c_str());
+    std::printf("training %s (%lld parameters) on %s: %lld images, %lld epochs, batch %lld, %s lr %g (%s), precision %s%s\n",
+                a.model.c_str(), static_cast<long long>(model->num_parameters()), device.str().c_str(),
+                static_cast<long long>(train.samples()), static_cast<long long>(a.epochs), static_cast<long long>(a.batch_size),
+                a.optimizer.c_str(), a.lr, a.schedule.c_str(), a.precision.c_str(),
+                param_dtype == DType::f32 ? "" : " (16-bit parameters, f32 optimizer state)");
   }
   nn::TrainOptions to;
   to.epochs = a.epochs;
@@ -83,6 +89,10 @@ void run_train(const TrainArgs& a) {
   to.resume = a.resume;
   to.config = config.dump();
   to.progress = !a.quiet && isatty(STDERR_FILENO);
+  to.precision = precision;
+  // f16 gradients underflow without loss scaling; bf16 has f32's exponent range and needs none.
+  nn::GradScaler scaler(nn::GradScalerOptions{.enabled = precision == DType::f16});
+  if (scaler.enabled()) to.scaler = &scaler;
   to.on_epoch_end = [&](const nn::EpochStats& s) {
     if (a.quiet) return;
     std::printf("epoch %lld/%lld  train_loss %.4f  test_loss %.4f  test_acc %.2f%%  %.0f samples/s  step %.1f ms  (%.1f s)\n",
@@ -102,10 +112,11 @@ void run_train(const TrainArgs& a) {
   std::printf("result: %s on %s, test accuracy %.2f%%, test loss %.4f, %.1f s\n", a.model.c_str(), device.str().c_str(),
               100.0 * final_eval.accuracy, final_eval.loss, seconds);
   if (!a.json.empty()) {
-    nlohmann::json j = {{"backend", device.str()}, {"model", a.model},          {"epochs", a.epochs},
+    nlohmann::json j = {{"backend", device.str()}, {"model", a.model}, {"precision", a.precision},          {"epochs", a.epochs},
                         {"test_accuracy", final_eval.accuracy}, {"test_loss", final_eval.loss},
                         {"samples_per_second", sps}, {"seconds", seconds}, {"config", config},
                         {"step_losses", step_losses}};
+    if (scaler.enabled()) j["loss_scaling"] = {{"final_scale", scaler.get_scale()}, {"skipped_steps", scaler.skipped_steps()}};
     for (const auto& h : history) {
       j["history"].push_back({{"epoch", h.epoch}, {"train_loss", h.train_loss}, {"test_loss", h.test.loss},
                               {"test_accuracy", h.test.accuracy}, {"samples_per_second", h.samples_per_second},
@@ -135,6 +146,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--workers", a.workers, "Data-loading threads")->check(CLI::Range(0, 64))->capture_default_str();
   cmd->add_option("--data", a.data, "Directory with the IDX files")->capture_default_str();
   cmd->add_option("--limit", a.limit, "Use only the first N training images")->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", a.precision, "Compute precision: f32, bf16 or f16 (autocast; f16 adds loss scaling)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  cmd->add_option("--param-dtype", a.param_dtype, "Parameter dtype: f32 (master weights) or the --precision dtype (f32 optimizer state)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  cmd->add_option("--test-limit", a.test_limit, "Evaluate on only the first N test images")->check(CLI::PositiveNumber);
   cmd->add_option("--checkpoint", a.checkpoint, "Checkpoint path (safetensors), written every epoch");
   cmd->add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
   cmd->add_option("--json", a.json, "Write a JSON summary here");

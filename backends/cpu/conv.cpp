@@ -1,10 +1,12 @@
-// conv2d forward, input-grad and weight-grad as im2col + GEMM.
+// conv2d forward, input-grad and weight-grad as im2col + GEMM (f32/f64, and f16/bf16 with f32
+// accumulation).
 //   forward:      out[n, g] (Og x P)  = W[g] (Og x K) @ col(x[n, g]) (K x P)     parallel over samples
 //   input grad:   col (K x P) = W[g]^T @ dout[n, g], then col2im-add into dx      parallel over samples
 //   weight grad:  dW[g] = dout_g (Og x N*P) @ col_all^T (N*P x K), one GEMM per group and chunk of
 //                 samples; GEMM tiles own their outputs, so the sum over samples has a fixed order
 //                 and the result does not depend on the thread count.
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../common/dtype_dispatch.h"
@@ -39,13 +41,13 @@ template <class T> void im2col(const T* x, const ConvGeom& g, T* col, int64_t ld
           const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
           T* dst = row + oh * g.wo;
           if (ih < 0 || ih >= g.h) {
-            std::fill(dst, dst + g.wo, T(0));
+            std::fill(dst, dst + g.wo, T{});
             continue;
           }
           const T* src = x + (c * g.h + ih) * g.w;
           for (int64_t ow = 0; ow < g.wo; ++ow) {
             const int64_t iw = ow * g.sw - g.pw + kj * g.dw;
-            dst[ow] = (iw >= 0 && iw < g.w) ? src[iw] : T(0);
+            dst[ow] = (iw >= 0 && iw < g.w) ? src[iw] : T{};
           }
         }
       }
@@ -77,7 +79,28 @@ template <class T> void col2im_add(const T* col, const ConvGeom& g, T* dx) {
 // Few samples: parallelise inside each GEMM instead of across samples.
 bool per_sample_parallel(int64_t n) { return n >= 2 * std::max(1, num_threads()); }
 
+// f16/bf16 convolutions keep their operands (input, columns, weights, gradients) in 16 bits and
+// accumulate every GEMM and every col2im sum in f32, rounding once into the output.
+template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <class T> inline constexpr bool kRoundsOutput = !std::is_same_v<T, acc_t<T>>;
+
+// C (Acc, row stride ldc) = A @ B over T operands with element strides.
+template <class T>
+void gemm_acc(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs, int64_t bcs,
+              acc_t<T>* c, int64_t ldc, bool parallel) {
+  if constexpr (std::is_same_v<T, double>) {
+    dgemm(m, n, k, a, ars, acs, b, brs, bcs, c, ldc, parallel);
+  } else {
+    sgemm(m, n, k, {a, dtype_of_v<T>, ars, acs}, {b, dtype_of_v<T>, brs, bcs}, c, ldc, {}, parallel);
+  }
+}
+
+template <class T> void round_into(const acc_t<T>* src, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+}
+
 template <class T> void conv_forward(const KernelCall& call) {
+  using Acc = acc_t<T>;
   const Tensor& x = call.inputs[0];
   const Tensor& w = call.inputs[1];
   const Tensor& bias = call.inputs[2];
@@ -90,7 +113,9 @@ template <class T> void conv_forward(const KernelCall& call) {
   const bool across = per_sample_parallel(g.n);
   parallel_for(g.n, across ? 1 : g.n + 1, [&](int64_t n0, int64_t n1) {
     std::vector<T> col(g.pointwise() ? 0 : static_cast<size_t>(g.k() * g.p()));
+    std::vector<Acc> acc(kRoundsOutput<T> ? static_cast<size_t>(g.o * g.p()) : 0);
     for (int64_t n = n0; n < n1; ++n) {
+      Acc* sample = kRoundsOutput<T> ? acc.data() : reinterpret_cast<Acc*>(op + n * g.o * g.p());
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         const T* xg = xp + (n * g.c + grp * g.cg()) * g.h * g.w;
         const T* colp = xg;
@@ -98,20 +123,23 @@ template <class T> void conv_forward(const KernelCall& call) {
           im2col(xg, g, col.data(), g.p());
           colp = col.data();
         }
-        T* og = op + (n * g.o + grp * g.og()) * g.p();
-        gemm<T>(g.og(), g.p(), g.k(), wp + grp * g.og() * g.k(), g.k(), 1, colp, g.p(), 1, og, g.p(), !across);
+        gemm_acc<T>(g.og(), g.p(), g.k(), wp + grp * g.og() * g.k(), g.k(), 1, colp, g.p(), 1, sample + grp * g.og() * g.p(),
+                    g.p(), !across);
       }
       if (bp) {
         for (int64_t o = 0; o < g.o; ++o) {
-          T* plane = op + (n * g.o + o) * g.p();
-          for (int64_t i = 0; i < g.p(); ++i) plane[i] += bp[o];
+          Acc* plane = sample + o * g.p();
+          const Acc b = static_cast<Acc>(bp[o]);
+          for (int64_t i = 0; i < g.p(); ++i) plane[i] += b;
         }
       }
+      if constexpr (kRoundsOutput<T>) round_into(sample, op + n * g.o * g.p(), g.o * g.p());
     }
   });
 }
 
 template <class T> void conv_input_grad(const KernelCall& call) {
+  using Acc = acc_t<T>;
   const Tensor& gout = call.inputs[0];
   const Tensor& w = call.inputs[1];
   Tensor& gx = call.outputs[0];
@@ -121,26 +149,29 @@ template <class T> void conv_input_grad(const KernelCall& call) {
   T* dxp = static_cast<T*>(gx.data_ptr());
   const bool across = per_sample_parallel(g.n);
   parallel_for(g.n, across ? 1 : g.n + 1, [&](int64_t n0, int64_t n1) {
-    std::vector<T> col(static_cast<size_t>(g.k() * g.p()));
+    std::vector<Acc> col(static_cast<size_t>(g.k() * g.p()));
+    std::vector<Acc> acc(kRoundsOutput<T> ? static_cast<size_t>(g.c * g.h * g.w) : 0);
     for (int64_t n = n0; n < n1; ++n) {
-      T* dx = dxp + n * g.c * g.h * g.w;
-      std::fill(dx, dx + g.c * g.h * g.w, T(0));
+      Acc* dx = kRoundsOutput<T> ? acc.data() : reinterpret_cast<Acc*>(dxp + n * g.c * g.h * g.w);
+      std::fill(dx, dx + g.c * g.h * g.w, Acc(0));
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         const T* wg = wp + grp * g.og() * g.k();
         const T* go = gp + (n * g.o + grp * g.og()) * g.p();
-        T* dxg = dx + grp * g.cg() * g.h * g.w;
+        Acc* dxg = dx + grp * g.cg() * g.h * g.w;
         if (g.pointwise()) {  // col is the input plane itself: write straight into dx
-          gemm<T>(g.k(), g.p(), g.og(), wg, 1, g.k(), go, g.p(), 1, dxg, g.p(), !across);
+          gemm_acc<T>(g.k(), g.p(), g.og(), wg, 1, g.k(), go, g.p(), 1, dxg, g.p(), !across);
           continue;
         }
-        gemm<T>(g.k(), g.p(), g.og(), wg, 1, g.k(), go, g.p(), 1, col.data(), g.p(), !across);
+        gemm_acc<T>(g.k(), g.p(), g.og(), wg, 1, g.k(), go, g.p(), 1, col.data(), g.p(), !across);
         col2im_add(col.data(), g, dxg);
       }
+      if constexpr (kRoundsOutput<T>) round_into(dx, dxp + n * g.c * g.h * g.w, g.c * g.h * g.w);
     }
   });
 }
 
 template <class T> void conv_weight_grad(const KernelCall& call) {
+  using Acc = acc_t<T>;
   const Tensor& gout = call.inputs[0];
   const Tensor& x = call.inputs[1];
   Tensor& gw = call.outputs[0];
@@ -152,9 +183,10 @@ template <class T> void conv_weight_grad(const KernelCall& call) {
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(g.n, (int64_t{1} << 24) / std::max<int64_t>(g.k() * g.p(), 1)));
   std::vector<T> col(static_cast<size_t>(g.k() * chunk * g.p()));
   std::vector<T> go(static_cast<size_t>(g.og() * chunk * g.p()));
-  std::vector<T> partial(static_cast<size_t>(g.og() * g.k()));
+  std::vector<Acc> partial(static_cast<size_t>(g.og() * g.k()));
+  std::vector<Acc> acc(kRoundsOutput<T> ? static_cast<size_t>(g.og() * g.k()) : 0);
   for (int64_t grp = 0; grp < g.groups; ++grp) {
-    T* dw = dwp + grp * g.og() * g.k();
+    Acc* dw = kRoundsOutput<T> ? acc.data() : reinterpret_cast<Acc*>(dwp + grp * g.og() * g.k());
     for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
       const int64_t nc = std::min(chunk, g.n - n0), cols = nc * g.p();
       parallel_for(nc, 1, [&](int64_t a, int64_t b) {
@@ -171,20 +203,24 @@ template <class T> void conv_weight_grad(const KernelCall& call) {
           }
         }
       });
-      T* target = n0 == 0 ? dw : partial.data();
-      gemm<T>(g.og(), g.k(), cols, go.data(), cols, 1, col.data(), 1, cols, target, g.k(), true);
+      Acc* target = n0 == 0 ? dw : partial.data();
+      gemm_acc<T>(g.og(), g.k(), cols, go.data(), cols, 1, col.data(), 1, cols, target, g.k(), true);
       if (n0 != 0) {
         for (int64_t i = 0; i < g.og() * g.k(); ++i) dw[i] += partial[i];
       }
     }
+    if constexpr (kRoundsOutput<T>) round_into(dw, dwp + grp * g.og() * g.k(), g.og() * g.k());
   }
 }
 
 template <template <class> class K> void conv_dispatch(const KernelCall& call) {
-  const DType dt = call.outputs[0].dtype();
-  if (dt == DType::f32) K<float>{}(call);
-  else if (dt == DType::f64) K<double>{}(call);
-  else throw Error(detail::concat(op_name(call.op), ": supports float32 and float64 on cpu, got ", dt));
+  switch (call.outputs[0].dtype()) {
+    case DType::f32: K<float>{}(call); return;
+    case DType::f64: K<double>{}(call); return;
+    case DType::f16: K<Half>{}(call); return;
+    case DType::bf16: K<BFloat16>{}(call); return;
+    default: throw Error(detail::concat(op_name(call.op), ": supports floating dtypes on cpu, got ", call.outputs[0].dtype()));
+  }
 }
 template <class T> struct Fwd { void operator()(const KernelCall& c) { conv_forward<T>(c); } };
 template <class T> struct InGrad { void operator()(const KernelCall& c) { conv_input_grad<T>(c); } };

@@ -231,7 +231,8 @@ void run_block(Block& b) {
       for (auto& f : b.threads) {
         if (f->wait != Wait::barrier) continue;
         if (!first) first = f.get();
-        else if (f->site.line() != first->site.line() || std::strcmp(f->site.file_name(), first->site.file_name()) != 0) {
+        else if (f->site.line() != first->site.line() ||
+                 (f->site.file_name() != first->site.file_name() && std::strcmp(f->site.file_name(), first->site.file_name()) != 0)) {
           throw Error("emulated: threads of one block wait at different barriers: " + where_str(first->site) + " and " +
                       where_str(f->site));
         }

@@ -78,7 +78,9 @@ Grid conv_grid(const ConvTiles& t, int64_t groups) {
 template <class F> void conv_dispatch(DType dt, const char* op, F&& f) {
   if (dt == DType::f32) f.template operator()<float>();
   else if (dt == DType::f64) f.template operator()<double>();
-  else throw Error(detail::concat(op, ": supports float32 and float64 on the GPU backends, got ", dt));
+  else if (dt == DType::f16) f.template operator()<Half>();  // f16/bf16 operands, f32 accumulation
+  else if (dt == DType::bf16) f.template operator()<BFloat16>();
+  else throw Error(detail::concat(op, ": supports floating dtypes on the GPU backends, got ", dt));
 }
 
 void conv_fwd(const KernelCall& c) {

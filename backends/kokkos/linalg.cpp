@@ -165,7 +165,9 @@ void linear_op(const KernelCall& call) {
 template <class F> void conv_dispatch(DType dt, const char* op, F&& f) {
   if (dt == DType::f32) f.template operator()<float>();
   else if (dt == DType::f64) f.template operator()<double>();
-  else throw Error(detail::concat(op, ": supports float32 and float64 on the kokkos backend, got ", dt));
+  else if (dt == DType::f16) f.template operator()<Half>();  // 16-bit views, f32 accumulation (acc_t)
+  else if (dt == DType::bf16) f.template operator()<BFloat16>();
+  else throw Error(detail::concat(op, ": supports floating dtypes on the kokkos backend, got ", dt));
 }
 
 Tiles tiles(const ConvGemm& g) { return tiles(g.m, g.n, g.k); }
@@ -173,41 +175,46 @@ Tiles tiles(const ConvGemm& g) { return tiles(g.m, g.n, g.k); }
 // The convolution bodies are named templates: nvcc allows no device lambda inside the
 // generic lambda of the dtype dispatch.
 template <class T> void conv_fwd_impl(const KernelCall& c, const ConvDims d, const Tiles t) {
+  using Acc = acc_t<T>;  // f16/bf16 views accumulate in f32
   const T* x = ptr<const T>(c.inputs[0]);
   const T* w = ptr<const T>(c.inputs[1]);
   const T* bias = opt<T>(c.inputs[2]);
   T* y = ptr<T>(c.outputs[0]);
-  launch_tiles<T>("conv2d", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
+  launch_tiles<Acc>("conv2d", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
     const int64_t og = d.o / d.groups;
-    team_gemm_tile<T>(
-        team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t q) { return w[(g * og + oo) * t.k + q]; },
-        [&](int64_t q, int64_t col) { return im2col_at<T>(d, x, g, q, col); },
-        [&](int64_t oo, int64_t col, T acc) { y[fwd_out_offset(d, g, oo, col)] = bias ? acc + bias[g * og + oo] : acc; });
+    team_gemm_tile<Acc>(
+        team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t q) { return static_cast<Acc>(w[(g * og + oo) * t.k + q]); },
+        [&](int64_t q, int64_t col) { return im2col_at<Acc>(d, x, g, q, col); },
+        [&](int64_t oo, int64_t col, Acc acc) {
+          y[fwd_out_offset(d, g, oo, col)] = static_cast<T>(bias ? acc + static_cast<Acc>(bias[g * og + oo]) : acc);
+        });
   });
 }
 
 template <class T> void conv_dgrad_impl(const KernelCall& c, const ConvDims d, const Tiles t) {
+  using Acc = acc_t<T>;
   const T* gout = ptr<const T>(c.inputs[0]);
   const T* w = ptr<const T>(c.inputs[1]);
   T* dx = ptr<T>(c.outputs[0]);
-  launch_tiles<T>("conv2d_input_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
-    team_gemm_tile<T>(
-        team, t.m, t.n, t.k, ti, tj, [&](int64_t ci, int64_t q) { return dgrad_w_at<T>(d, w, g, ci, q); },
-        [&](int64_t q, int64_t col) { return dgrad_gout_at<T>(d, gout, g, q, col); },
-        [&](int64_t ci, int64_t col, T acc) { dx[dgrad_dx_offset(d, g, ci, col)] = acc; });
+  launch_tiles<Acc>("conv2d_input_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
+    team_gemm_tile<Acc>(
+        team, t.m, t.n, t.k, ti, tj, [&](int64_t ci, int64_t q) { return dgrad_w_at<Acc>(d, w, g, ci, q); },
+        [&](int64_t q, int64_t col) { return dgrad_gout_at<Acc>(d, gout, g, q, col); },
+        [&](int64_t ci, int64_t col, Acc acc) { dx[dgrad_dx_offset(d, g, ci, col)] = static_cast<T>(acc); });
   });
 }
 
 template <class T> void conv_wgrad_impl(const KernelCall& c, const ConvDims d, const Tiles t) {
+  using Acc = acc_t<T>;
   const T* gout = ptr<const T>(c.inputs[0]);
   const T* x = ptr<const T>(c.inputs[1]);
   T* dw = ptr<T>(c.outputs[0]);
-  launch_tiles<T>("conv2d_weight_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
+  launch_tiles<Acc>("conv2d_weight_grad", t, d.groups, KOKKOS_LAMBDA(const Team& team, int64_t g, int64_t ti, int64_t tj) {
     const int64_t og = d.o / d.groups;
-    team_gemm_tile<T>(
-        team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t r) { return wgrad_gout_at<T>(d, gout, g, oo, r); },
-        [&](int64_t r, int64_t q) { return im2col_at<T>(d, x, g, q, r); },
-        [&](int64_t oo, int64_t q, T acc) { dw[(g * og + oo) * t.n + q] = acc; });
+    team_gemm_tile<Acc>(
+        team, t.m, t.n, t.k, ti, tj, [&](int64_t oo, int64_t r) { return wgrad_gout_at<Acc>(d, gout, g, oo, r); },
+        [&](int64_t r, int64_t q) { return im2col_at<Acc>(d, x, g, q, r); },
+        [&](int64_t oo, int64_t q, Acc acc) { dw[(g * og + oo) * t.n + q] = static_cast<T>(acc); });
   });
 }
 

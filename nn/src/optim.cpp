@@ -23,8 +23,22 @@ void Optimizer::zero_grad() {
 Tensor& Optimizer::state(size_t g, size_t p, const std::string& key) {
   const std::string k = "state." + std::to_string(g) + "." + std::to_string(p) + "." + key;
   auto it = state_.find(k);
-  if (it == state_.end()) it = state_.emplace(k, zeros_like(groups_[g].params[p].detach())).first;
+  if (it == state_.end()) {
+    const Tensor& param = groups_[g].params[p];
+    it = state_.emplace(k, zeros(param.shape(), state_dtype(param), param.device())).first;
+  }
   return it->second;
+}
+
+DType Optimizer::state_dtype(const Tensor& param) {
+  return param.dtype() == DType::f16 || param.dtype() == DType::bf16 ? DType::f32 : param.dtype();
+}
+
+Tensor& Optimizer::master_weights(size_t g, size_t p) {
+  const bool fresh = !has_state(g, p, "master");
+  Tensor& m = state(g, p, "master");
+  if (fresh) m.copy_(groups_[g].params[p].detach());
+  return m;
 }
 
 bool Optimizer::has_state(size_t g, size_t p, const std::string& key) const {
@@ -53,7 +67,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
     const Tensor& param = groups_[g].params[p];
     TESSERA_CHECK(t.shape() == param.shape(), "optimizer load_state_dict", "shape mismatch for '", k, "': ",
                   shape_str(t.shape()), " vs parameter ", shape_str(param.shape()));
-    restored[k] = t.to(param.device()).to(param.dtype()).clone();
+    restored[k] = t.to(param.device()).to(state_dtype(param)).clone();
   }
   state_ = std::move(restored);
   if (auto it = state.find("steps"); it != state.end()) steps_ = it->second.item<int64_t>();

@@ -35,6 +35,7 @@ EvalStats Trainer::evaluate(DataLoader& loader) {
   loader.start_epoch(0);
   Batch b;
   while (loader.next(b)) {
+    const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
     const Tensor out = model_.forward(b.x);
     const int64_t n = b.y.numel();
     loss_sum += loss_(out, b.y).item<double>() * static_cast<double>(n);
@@ -49,6 +50,10 @@ EvalStats Trainer::evaluate(DataLoader& loader) {
 
 std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const TrainOptions& o) {
   TESSERA_CHECK(o.epochs >= 1 && o.grad_accumulation >= 1, "Trainer", "epochs and grad_accumulation must be >= 1");
+  TESSERA_CHECK(o.precision == DType::f32 || o.precision == DType::bf16 || o.precision == DType::f16, "Trainer",
+                "precision must be float32, bfloat16 or float16, got ", o.precision);
+  precision_ = o.precision;
+  scaler_ = o.scaler;
   int64_t first_epoch = 0;
   if (o.resume && !o.checkpoint.empty() && std::filesystem::exists(o.checkpoint)) first_epoch = load_checkpoint(o.checkpoint);
   std::vector<EpochStats> history;
@@ -65,17 +70,27 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     auto step_start = Clock::now();
     while (train.next(b)) {
       if (batches % o.grad_accumulation == 0) step_start = Clock::now();
-      Tensor loss = loss_(model_.forward(b.x), b.y);
+      Tensor loss;
+      {
+        const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
+        loss = loss_(model_.forward(b.x), b.y);
+      }
       if (o.grad_accumulation > 1) loss = div(loss, static_cast<double>(o.grad_accumulation));
-      loss.backward();
+      (scaler_ ? scaler_->scale(loss) : loss).backward();
       const double l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
       loss_sum += l;
       ++batches;
       samples += b.y.numel();
       const bool last = batches == train.batches();
       if (batches % o.grad_accumulation == 0 || last) {
+        if (scaler_) scaler_->unscale_(optimizer_);  // clipping sees the true gradients
         if (o.clip_norm > 0) clip_grad_norm_(model_.parameters(), o.clip_norm);
-        optimizer_.step();
+        if (scaler_) {
+          scaler_->step(optimizer_);
+          scaler_->update();
+        } else {
+          optimizer_.step();
+        }
         optimizer_.zero_grad();
         if (scheduler_) scheduler_->step();
         step_seconds += since(step_start);
@@ -109,6 +124,9 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, cons
   meta["rng_seed"] = std::to_string(default_generator().seed());
   meta["rng_offset"] = std::to_string(default_generator().offset());
   meta["config"] = config.empty() ? "{}" : config;
+  if (scaler_) {
+    for (const auto& [k, v] : scaler_->state_dict()) meta["scaler." + k] = v;
+  }
   save_safetensors(path, tensors, meta);
 }
 
@@ -130,6 +148,13 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
   model_.load_state_dict(model_state);
   optimizer_.load_state_dict(optim_state);
   if (scheduler_) scheduler_->set_step(std::stoll(meta("scheduler_step")));
+  if (scaler_) {
+    std::map<std::string, std::string> scaler_state;
+    for (const auto& [k, v] : c.metadata) {
+      if (k.rfind("scaler.", 0) == 0) scaler_state[k.substr(7)] = v;
+    }
+    if (!scaler_state.empty()) scaler_->load_state_dict(scaler_state);
+  }
   default_generator().manual_seed(std::stoull(meta("rng_seed")));
   default_generator().set_offset(std::stoull(meta("rng_offset")));
   return std::stoll(meta("epoch"));

@@ -30,7 +30,7 @@ TEST_CASE("conv2d matches the reference over stride, padding, dilation and group
       {{5, 1, 8, 8}, {3, 1, 5, 5}, {3, 3}, {2, 2}, {1, 1}, 1, false},
   };
   uint64_t seed = 1;
-  for (DType dt : {DType::f32, DType::f64}) {
+  for (DType dt : kFloatTypes) {  // f16/bf16: 16-bit operands, f32 accumulation, one rounding
     for (const Case& c : cases) {
       CAPTURE(dtype_name(dt));
       CAPTURE(shape_str(c.x));
@@ -39,12 +39,31 @@ TEST_CASE("conv2d matches the reference over stride, padding, dilation and group
       const Tensor b = c.bias ? make_input({c.w[0]}, dt, ++seed) : Tensor();
       const Tensor y = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
       const ref::Ref rb = c.bias ? to_ref(b) : ref::Ref{};
-      TESSERA_CHECK_CLOSE(y, ref::conv2d(to_ref(x), to_ref(w), c.bias ? &rb : nullptr, c.stride, c.padding, c.dilation, c.groups),
+      TESSERA_CHECK_CLOSE(y, round_to(ref::conv2d(to_ref(x), to_ref(w), c.bias ? &rb : nullptr, c.stride, c.padding, c.dilation, c.groups), dt),
                           acc_tol(dt, c.w[1] * c.w[2] * c.w[3]));
     }
   }
   TESSERA_CHECK_THROWS_WITH(conv2d(zeros({1, 3, 5, 5}), zeros({2, 2, 3, 3})), "conv2d: weight [2, 2, 3, 3] expects 2 input channels");
   TESSERA_CHECK_THROWS_WITH(conv2d(zeros({1, 3, 2, 2}), zeros({2, 3, 3, 3})), "conv2d: input [1, 3, 2, 2] is smaller than the kernel");
+}
+
+TEST_CASE("f16 and bf16 conv2d gradients match the f64 gradients of the same inputs") {
+  uint64_t seed = 70;
+  for (DType dt : {DType::f16, DType::bf16}) {
+    CAPTURE(dtype_name(dt));
+    const Tensor x0 = make_input({3, 4, 7, 6}, dt, ++seed, -1, 1), w0 = make_input({6, 2, 3, 3}, dt, ++seed, -1, 1);
+    const Tensor gy0 = make_input({3, 6, 4, 6}, dt, ++seed, -1, 1);
+    auto grads = [&](DType compute) {
+      Tensor x = x0.to(compute).detach().set_requires_grad(), w = w0.to(compute).detach().set_requires_grad();
+      sum(mul(conv2d(x, w, Tensor(), {2, 1}, {1, 1}, {1, 1}, 2), gy0.to(compute))).backward();
+      return std::pair{x.grad(), w.grad()};
+    };
+    const auto [gx, gw] = grads(dt);
+    const auto [gx64, gw64] = grads(DType::f64);
+    CHECK(gx.dtype() == dt);
+    TESSERA_CHECK_CLOSE(gx, round_to(to_ref(gx64), dt), acc_tol(dt, 6 * 9));
+    TESSERA_CHECK_CLOSE(gw, round_to(to_ref(gw64), dt), acc_tol(dt, 3 * 4 * 6));
+  }
 }
 
 TEST_CASE("pooling matches the reference") {

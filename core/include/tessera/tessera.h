@@ -1,5 +1,6 @@
 #pragma once
 // Umbrella header: the whole public tensor API.
+#include "tessera/autocast.h"
 #include "tessera/autograd.h"
 #include "tessera/backend/registry.h"
 #include "tessera/device.h"

@@ -1,5 +1,7 @@
 #include "tessera/ops/linalg.h"
 
+#include "tessera/autocast.h"
+
 #include "autograd/record.h"
 #include "dispatch.h"
 #include "tessera/ops/elementwise.h"
@@ -8,7 +10,8 @@
 
 namespace tessera {
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast(a_in, CastPolicy::lower), b = autocast(b_in, CastPolicy::lower);
   detail::check_defined(a, "matmul", "first operand");
   detail::check_defined(b, "matmul", "second operand");
   const Device device = detail::common_device({&a, &b}, "matmul");
@@ -48,7 +51,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Activation activation) {
+  const Tensor x = autocast(x_in, CastPolicy::lower), weight = autocast(weight_in, CastPolicy::lower),
+               bias = autocast(bias_in, CastPolicy::lower);
   detail::check_defined(x, "linear", "input");
   detail::check_defined(weight, "linear", "weight");
   const Device device = detail::common_device({&x, &weight, &bias}, "linear");

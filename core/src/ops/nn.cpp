@@ -6,6 +6,7 @@
 
 #include "autograd/record.h"
 #include "dispatch.h"
+#include "tessera/autocast.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/indexing.h"
@@ -37,8 +38,10 @@ Tensor conv_weight_grad(const Tensor& g, const Tensor& x, const Shape& w_shape, 
 }
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding, Size2 dilation,
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Size2 stride, Size2 padding, Size2 dilation,
               int64_t groups) {
+  const Tensor x = autocast(x_in, CastPolicy::lower), weight = autocast(weight_in, CastPolicy::lower),
+               bias = autocast(bias_in, CastPolicy::lower);
   detail::check_defined(x, "conv2d", "input");
   detail::check_defined(weight, "conv2d", "weight");
   const Device device = detail::common_device({&x, &weight, &bias}, "conv2d");
@@ -166,8 +169,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   return stack(rows, -2);
 }
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, bool training, double momentum, double eps) {
+  const Tensor x = autocast(x_in, CastPolicy::f32), weight = autocast(weight_in, CastPolicy::f32),
+               bias = autocast(bias_in, CastPolicy::f32);
   detail::check_defined(x, "batch_norm");
   TESSERA_CHECK(x.dim() >= 2, "batch_norm", "input must be [N, C, ...], got ", shape_str(x.shape()));
   TESSERA_CHECK(is_floating(x.dtype()), "batch_norm", "expected a floating dtype, got ", x.dtype());
@@ -218,7 +223,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
-Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, int64_t normalized_dims, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const Tensor x = autocast(x_in, CastPolicy::f32), weight = autocast(weight_in, CastPolicy::f32),
+               bias = autocast(bias_in, CastPolicy::f32);
   detail::check_defined(x, "layer_norm");
   TESSERA_CHECK(normalized_dims >= 1 && normalized_dims <= x.dim(), "layer_norm", "cannot normalise the last ",
                 normalized_dims, " axes of ", shape_str(x.shape()));
@@ -282,7 +289,7 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& logits, const Tensor& ta
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Reduction reduction, double label_smoothing,
                      int64_t ignore_index) {
-  auto [logits, target] = flatten_classes(logits_in, target_in, "cross_entropy");
+  auto [logits, target] = flatten_classes(autocast(logits_in, CastPolicy::f32), target_in, "cross_entropy");
   TESSERA_CHECK(is_floating(logits.dtype()), "cross_entropy", "expected floating logits, got ", logits.dtype());
   TESSERA_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy", "label_smoothing must be in [0, 1], got ",
                 label_smoothing);
@@ -314,7 +321,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Reduction
 }
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, Reduction reduction, int64_t ignore_index) {
-  auto [log_probs, target] = flatten_classes(log_probs_in, target_in, "nll_loss");
+  auto [log_probs, target] = flatten_classes(autocast(log_probs_in, CastPolicy::f32), target_in, "nll_loss");
   const int64_t c = log_probs.size(1);
   const Tensor keep = ne(target, ignore_index);
   if (target.numel() > 0) {
@@ -328,20 +335,24 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, Reduction r
   return reduce_loss(per_item, reduction, count);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast(input_in, CastPolicy::f32), target = autocast(target_in, CastPolicy::f32);
   TESSERA_CHECK(input.shape() == target.shape(), "mse_loss", "input ", shape_str(input.shape()), " and target ",
                 shape_str(target.shape()), " differ");
   return reduce_loss(square(sub(input, target)), reduction);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast(input_in, CastPolicy::f32), target = autocast(target_in, CastPolicy::f32);
   TESSERA_CHECK(input.shape() == target.shape(), "l1_loss", "input ", shape_str(input.shape()), " and target ",
                 shape_str(target.shape()), " differ");
   return reduce_loss(abs(sub(input, target)), reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
-                                        const Tensor& pos_weight) {
+Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in, Reduction reduction,
+                                        const Tensor& pos_weight_in) {
+  const Tensor logits = autocast(logits_in, CastPolicy::f32), target = autocast(target_in, CastPolicy::f32),
+               pos_weight = autocast(pos_weight_in, CastPolicy::f32);
   TESSERA_CHECK(logits.shape() == target.shape(), "binary_cross_entropy_with_logits", "input ", shape_str(logits.shape()),
                 " and target ", shape_str(target.shape()), " differ");
   // loss = (1 - t) x + w_t * softplus(-x), with w_t = 1 + (pos_weight - 1) t; softplus is stable.

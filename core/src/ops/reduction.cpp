@@ -7,6 +7,7 @@
 
 #include "autograd/record.h"
 #include "dispatch.h"
+#include "tessera/autocast.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 
@@ -78,7 +79,8 @@ Tensor keepdim_view(const Tensor& g, const Shape& in_shape, const Axes& axes_in)
 }
 }  // namespace
 
-Tensor sum(const Tensor& x, const Axes& axes, bool keepdim) {
+Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
+  const Tensor x = autocast(x_in, CastPolicy::f32);
   detail::check_defined(x, "sum");
   Tensor out = reduce(OpId::Sum, x, axes, keepdim, accumulate_type(x.dtype()));
   if (autograd::needs_grad({&x})) {
@@ -89,7 +91,8 @@ Tensor sum(const Tensor& x, const Axes& axes, bool keepdim) {
   return out;
 }
 
-Tensor prod(const Tensor& x, const Axes& axes, bool keepdim) {
+Tensor prod(const Tensor& x_in, const Axes& axes, bool keepdim) {
+  const Tensor x = autocast(x_in, CastPolicy::f32);
   detail::check_defined(x, "prod");
   Tensor out = reduce(OpId::Prod, x, axes, keepdim, accumulate_type(x.dtype()));
   if (autograd::needs_grad({&x})) {
@@ -208,7 +211,8 @@ Tensor all(const Tensor& x, const Axes& axes, bool keepdim) {
   return reduce(OpId::Min, b, axes, keepdim, DType::boolean);
 }
 
-Tensor cumsum(const Tensor& x, int64_t axis) {
+Tensor cumsum(const Tensor& x_in, int64_t axis) {
+  const Tensor x = autocast(x_in, CastPolicy::f32);
   detail::check_defined(x, "cumsum");
   if (x.dim() == 0) {
     normalize_axis(axis, 0, "cumsum");
@@ -229,7 +233,8 @@ Tensor cumsum(const Tensor& x, int64_t axis) {
 }
 
 namespace {
-Tensor softmax_like(OpId op, const Tensor& x, int64_t axis) {
+Tensor softmax_like(OpId op, const Tensor& x_in, int64_t axis) {
+  const Tensor x = autocast(x_in, CastPolicy::f32);
   const char* name = op_name(op).data();
   detail::check_defined(x, name);
   if (x.dim() == 0) {

@@ -49,17 +49,33 @@ class Optimizer {
   /** State tensor `key` of parameter `p` in group `g`, created as zeros like the parameter. */
   Tensor& state(size_t g, size_t p, const std::string& key);
   bool has_state(size_t g, size_t p, const std::string& key) const;
-  /** Counts a step and calls fn(group, index, param, grad, options) for every parameter with a gradient. */
+  /**
+   * Counts a step and calls fn(group, index, param, grad, options) for every parameter with a
+   * gradient. An f16/bf16 parameter is updated through an f32 master copy kept in the optimizer
+   * state ("master"), with its gradient in f32, and then rounded back into the parameter: the
+   * update never loses the small steps a 16-bit weight cannot hold.
+   */
   template <class F> void for_each_update(F&& fn) {
     NoGradGuard no_grad;
     ++steps_;
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
         Tensor& p = groups_[gi].params[pi];
-        if (p.grad().defined()) fn(gi, pi, p, p.grad(), groups_[gi].options);
+        if (!p.grad().defined()) continue;
+        if (state_dtype(p) == p.dtype()) {
+          fn(gi, pi, p, p.grad(), groups_[gi].options);
+          continue;
+        }
+        Tensor& master = master_weights(gi, pi);
+        fn(gi, pi, master, p.grad().to(master.dtype()), groups_[gi].options);
+        p.copy_(master);
       }
     }
   }
+  /** The dtype of a parameter's optimizer state: f32 for f16/bf16 parameters, else its own. */
+  static DType state_dtype(const Tensor& param);
+  /** The f32 master copy of low-precision parameter (g, p), created from the parameter. */
+  Tensor& master_weights(size_t g, size_t p);
   int64_t steps_ = 0;
 
  private:

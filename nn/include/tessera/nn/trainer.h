@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/nn/amp.h"
 #include "tessera/nn/data.h"
 #include "tessera/nn/module.h"
 #include "tessera/nn/optim.h"
@@ -36,6 +37,8 @@ struct TrainOptions {
   bool resume = false;             ///< continue from `checkpoint` when it exists
   bool progress = false;           ///< a live progress bar (for terminals); otherwise log lines
   std::string config;              ///< stored in checkpoints (JSON text)
+  DType precision = DType::f32;    ///< bf16 / f16: forward passes (training and evaluation) under AutocastGuard
+  GradScaler* scaler = nullptr;    ///< dynamic loss scaling (for f16); its state goes into checkpoints
   std::function<void(const EpochStats&)> on_epoch_end;
   std::function<void(int64_t step, double loss)> on_step_end;
 };
@@ -59,6 +62,8 @@ class Trainer {
   Optimizer& optimizer_;
   Scheduler* scheduler_;
   LossFn loss_;
+  DType precision_ = DType::f32;   // of the fit() in progress (evaluate() follows it)
+  GradScaler* scaler_ = nullptr;   // of the fit() in progress (saved with checkpoints)
 };
 
 }  // namespace tessera::nn
