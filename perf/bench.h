@@ -18,6 +18,7 @@ struct Options {
   bool quick = false;                 ///< CI smoke: small shapes, few repetitions
   int threads = 0;                    ///< CPU threads (0: library default)
   std::string json_path;              ///< write the records here as a JSON array
+  std::vector<std::string> filters;   ///< keep cases whose "name/dtype/shape" contains any of these (empty: all)
 };
 
 /** A timed body: one call runs the workload once (the harness synchronises the device). */

@@ -142,6 +142,11 @@ std::vector<Record> run(const Options& o) {
     for (const std::string& suite : suite_names()) {
       if (!o.suites.empty() && std::find(o.suites.begin(), o.suites.end(), suite) == o.suites.end()) continue;
       for (const Case& c : make_cases(suite, dev, o.quick, threads)) {
+        if (!o.filters.empty()) {
+          std::string id = c.name + "/" + c.dtype + "/";
+          for (size_t i = 0; i < c.shape.size(); ++i) id += (i ? "x" : "") + std::to_string(c.shape[i]);
+          if (std::none_of(o.filters.begin(), o.filters.end(), [&](const std::string& f) { return id.find(f) != std::string::npos; })) continue;
+        }
         records.push_back(measure(c, dev, device_name, peak, o.quick));
         print_row(records.back());
       }

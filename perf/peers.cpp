@@ -30,6 +30,10 @@ std::optional<Peer> openblas_sgemm(int64_t m, int64_t n, int64_t k, int threads)
 #endif
 }
 
+#ifndef TESSERA_HAVE_ONEDNN
+std::optional<Peer> onednn_bf16_gemm(int64_t, int64_t, int64_t, int) { return std::nullopt; }
+#endif
+
 Peer stream_triad(int64_t n, int threads) {
   auto a = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 0.0f);
   auto b = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);

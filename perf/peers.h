@@ -10,6 +10,9 @@ namespace tessera::bench::peers {
 
 /** C = A B with cblas_sgemm (row-major, m x k times k x n) on `threads` threads. */
 std::optional<Peer> openblas_sgemm(int64_t m, int64_t n, int64_t k, int threads);
+/** C (f32) = A (bf16) B (bf16) with oneDNN's matmul primitive (the bf16 GEMM bar); nullopt when
+ *  oneDNN was not found at configure time. */
+std::optional<Peer> onednn_bf16_gemm(int64_t m, int64_t n, int64_t k, int threads);
 /** a[i] = b[i] + s * c[i] over n floats, split over `threads` threads (the bandwidth bar). */
 Peer stream_triad(int64_t n, int threads);
 

@@ -31,10 +31,14 @@ void gemm_cases(const Ctx& c, std::vector<Case>& out) {
     k.peer = c.on_cpu ? peers::openblas_sgemm(n, n, n, c.threads) : peers::vendor_sgemm(c.dev, n, n, n);
     out.push_back(k);
   }
+  // 16-bit GEMMs (f32 accumulation) next to the f32 ones above; bf16 against oneDNN's bf16 GEMM.
   for (DType dt : {DType::bf16, DType::f16}) {
     for (int64_t n : c.quick ? std::vector<int64_t>{128} : std::vector<int64_t>{512, 1024}) {
       auto t = keep(randn({n, n}, dt, c.dev), randn({n, n}, dt, c.dev));
-      out.push_back({"gemm", "matmul", std::string(dt == DType::bf16 ? "bf16" : "f16"), {n, n, n}, 2.0 * n * n * n, 0, 1, [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt});
+      Case k{"gemm", "matmul", std::string(dt == DType::bf16 ? "bf16" : "f16"), {n, n, n}, 2.0 * n * n * n, 0, 1,
+             [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt};
+      if (c.on_cpu && dt == DType::bf16) k.peer = peers::onednn_bf16_gemm(n, n, n, c.threads);
+      out.push_back(k);
     }
   }
   // The MLP's layers (batch 128): linear with the fused bias + ReLU epilogue.

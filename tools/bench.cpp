@@ -16,6 +16,8 @@ void add_bench_command(CLI::App& app) {
                   "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, overhead; or gpu-model alone "
                   "(per-kernel memory counters and roofline times from the emulated backend)");
   cmd->add_flag("--quick", opts->quick, "small shapes and 3 repetitions (CI smoke test)");
+  cmd->add_option("--filter", opts->filters,
+                  "run only cases whose name/dtype/shape (e.g. matmul/bf16/1024x1024x1024) contains this text (repeatable)");
   cmd->add_option("--json", opts->json_path, "write the records to this JSON file");
   cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([opts] {

@@ -312,6 +312,14 @@ void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOper
     epilogue_tile(c, ldc, m, n, 0, epilogue);
     return;
   }
+  if (sgemm_bf16(m, n, k, a, b, c, ldc, parallel)) {
+    if (epilogue.bias || epilogue.activation != Activation::none) {
+      parallel_for(m, parallel ? std::max<int64_t>(1, 4096 / n) : m + 1, [&](int64_t r0, int64_t r1) {
+        epilogue_tile(c + r0 * ldc, ldc, r1 - r0, n, 0, epilogue);
+      });
+    }
+    return;
+  }
   const int64_t m_pad = (m + kMR - 1) / kMR * kMR, n_pad = (n + kNR - 1) / kNR * kNR;
   if (m_pad * k <= kSmallPackedA) {
     sgemm_small(m, n, k, a, b, c, ldc, epilogue, parallel);

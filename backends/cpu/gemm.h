@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "tessera/dtype.h"
+#include "tessera/kernels/half.h"
 #include "tessera/kernels/activation.h"
 
 namespace tessera::cpu {
@@ -30,6 +31,12 @@ struct GemmEpilogue {
  */
 void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue, bool parallel);
+
+/** The AVX512_BF16 path of sgemm (gemm_bf16.cpp): C = A @ B when both operands are bf16 and the
+ *  CPU has the instructions; returns false (nothing written) otherwise. No epilogue. With `out`
+ *  the result is rounded to bf16 there (row stride ldo) and c is not written (may be null). */
+bool sgemm_bf16(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc, bool parallel,
+                BFloat16* out = nullptr, int64_t ldo = 0);
 
 /** Plain double GEMM, C = A @ B (row-major C with row stride ldc), rows in parallel if asked. */
 void dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_t acs, const double* b, int64_t brs,

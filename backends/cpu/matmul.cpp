@@ -69,14 +69,28 @@ void float_gemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const Gem
     sgemm(m, n, k, a, b, static_cast<float*>(c), ldc, e, parallel);
     return;
   }
-  std::vector<float> tmp(static_cast<size_t>(m * n));
-  sgemm(m, n, k, a, b, tmp.data(), n, e, parallel);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      if (out_dtype == DType::f16) static_cast<Half*>(c)[i * ldc + j] = Half(tmp[i * n + j]);
-      else static_cast<BFloat16*>(c)[i * ldc + j] = BFloat16(tmp[i * n + j]);
-    }
+  if (out_dtype == DType::bf16 && !e.bias && e.activation == Activation::none &&
+      sgemm_bf16(m, n, k, a, b, nullptr, 0, parallel, static_cast<BFloat16*>(c), ldc)) {
+    return;  // rounded in the AVX512_BF16 kernel's registers
   }
+  // f32 result, rounded once into the 16-bit output (rows in parallel); the scratch is reused
+  // across calls so steady-state GEMMs do not fault in fresh pages.
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(m * n));
+  float* tmp = scratch.data();
+  sgemm(m, n, k, a, b, tmp, n, e, parallel);
+  parallel_for(m, parallel ? std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)) : m + 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* src = tmp + i * n;
+      if (out_dtype == DType::f16) {
+        Half* dst = static_cast<Half*>(c) + i * ldc;
+        for (int64_t j = 0; j < n; ++j) dst[j] = Half(src[j]);
+      } else {
+        BFloat16* dst = static_cast<BFloat16*>(c) + i * ldc;
+        for (int64_t j = 0; j < n; ++j) dst[j] = BFloat16(src[j]);
+      }
+    }
+  });
 }
 
 void matmul_kernel(const KernelCall& call) {
