@@ -21,7 +21,7 @@ struct TrainArgs {
   double lr = 1e-3, weight_decay = 0.0;
   uint64_t seed = 0;
   int threads = 0, workers = 1;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, graph = false;
 };
 
 Device pick_device(const std::string& backend) {
@@ -75,7 +75,8 @@ void run_train(const TrainArgs& a) {
   }
   nlohmann::json config = {{"model", a.model},     {"optimizer", a.optimizer}, {"lr", a.lr},     {"epochs", a.epochs},
                            {"batch_size", a.batch_size}, {"seed", a.seed},     {"limit", a.limit}, {"test_limit", a.test_limit}, {"schedule", a.schedule},
-                           {"precision", a.precision}, {"param_dtype", a.param_dtype}};
+                           {"precision", a.precision}, {"param_dtype", a.param_dtype},
+                           {"graph", a.graph}};
   if (!a.quiet) {
     std::printf("training %s (%lld parameters) on %s: %lld images, %lld epochs, batch %lld, %s lr %g (%s), precision %s%s\n",
                 a.model.c_str(), static_cast<long long>(model->num_parameters()), device.str().c_str(),
@@ -90,6 +91,10 @@ void run_train(const TrainArgs& a) {
   to.config = config.dump();
   to.progress = !a.quiet && isatty(STDERR_FILENO);
   to.precision = precision;
+  to.graph = a.graph;
+  if (a.graph && !DeviceGraph::supported(device) && !a.quiet) {
+    std::printf("--graph: %s cannot capture graphs; running eagerly\n", device.str().c_str());
+  }
   // f16 gradients underflow without loss scaling; bf16 has f32's exponent range and needs none.
   nn::GradScaler scaler(nn::GradScalerOptions{.enabled = precision == DType::f16});
   if (scaler.enabled()) to.scaler = &scaler;
@@ -120,7 +125,7 @@ void run_train(const TrainArgs& a) {
     for (const auto& h : history) {
       j["history"].push_back({{"epoch", h.epoch}, {"train_loss", h.train_loss}, {"test_loss", h.test.loss},
                               {"test_accuracy", h.test.accuracy}, {"samples_per_second", h.samples_per_second},
-                              {"step_ms", h.step_ms}, {"seconds", h.seconds}});
+                              {"step_ms", h.step_ms}, {"seconds", h.seconds}, {"graph_replays", h.graph_replays}});
     }
     std::ofstream out(a.json);
     TESSERA_CHECK(out.good(), "train", "cannot write '", a.json, "'");
@@ -151,6 +156,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--param-dtype", a.param_dtype, "Parameter dtype: f32 (master weights) or the --precision dtype (f32 optimizer state)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--test-limit", a.test_limit, "Evaluate on only the first N test images")->check(CLI::PositiveNumber);
+  cmd->add_flag("--graph", a.graph, "Capture forward+backward once and replay it each step (emulated, CUDA, HIP)");
   cmd->add_option("--checkpoint", a.checkpoint, "Checkpoint path (safetensors), written every epoch");
   cmd->add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
   cmd->add_option("--json", a.json, "Write a JSON summary here");

@@ -32,6 +32,11 @@ int device_count_from_env() {
 
 // The host waited for `device`: count it and raise what kernels reported since the last sync.
 void host_sync(int device) {
+  if (emu::capture(device)) {
+    const char* op = detail::current_op();
+    throw Error(detail::concat("graph capture: ", op ? op : "a host read or synchronisation", " waits for emulated:", device,
+                               " while its work is being captured (nothing captured has run yet; read results after replay())"));
+  }
   detail::note_host_sync();
   if (!g_error_armed[device].exchange(false)) return;
   const gpu::DeviceErrorSlot s = g_error_slots[device];
@@ -101,6 +106,20 @@ void EmulatedStream::wait(Event& event) {
 }
 
 thread_local Stream* t_current_stream[emu::kMaxDevices] = {};
+
+// The recorded launch list: replay submits each item again, in order, to the current stream.
+class EmulatedGraph final : public GraphExec {
+ public:
+  EmulatedGraph(int device, emu::WorkList work) : device_(device), work_(std::move(work)) {}
+  void replay() override {
+    for (const auto& w : work_) emu::submit(emu::current_queue(device_), w);
+  }
+  size_t nodes() const override { return work_.size(); }
+
+ private:
+  int device_;
+  emu::WorkList work_;
+};
 
 class EmulatedBackend final : public Backend {
  public:
@@ -175,6 +194,20 @@ class EmulatedBackend final : public Backend {
     return previous;
   }
   std::unique_ptr<Stream> new_stream(int d) override { return std::make_unique<EmulatedStream>(d); }
+  bool supports_graphs() const override { return true; }
+  void begin_capture(int d) override {
+    TESSERA_CHECK(!emu::capture(d), "graph capture", "emulated:", d, " is already capturing on this thread");
+    emu::drain(emu::current_queue(d));  // work queued before the capture is not part of it
+    captures_[static_cast<size_t>(d)] = std::make_unique<emu::WorkList>();
+    emu::set_capture(d, captures_[static_cast<size_t>(d)].get());
+  }
+  std::unique_ptr<GraphExec> end_capture(int d) override {
+    TESSERA_CHECK(emu::capture(d), "graph capture", "emulated:", d, " is not capturing on this thread");
+    emu::set_capture(d, nullptr);
+    auto graph = std::make_unique<EmulatedGraph>(d, std::move(*captures_[static_cast<size_t>(d)]));
+    captures_[static_cast<size_t>(d)].reset();
+    return graph;
+  }
   std::unique_ptr<Event> new_event(int) override { return std::make_unique<EmulatedEvent>(); }
   // "Pinned" memory is ordinary host memory here, but the loader takes the same path as on a GPU.
   void* allocate_pinned(size_t nbytes) override {
@@ -197,7 +230,9 @@ class EmulatedBackend final : public Backend {
   std::atomic<int64_t> pinned_allocations_{0};
   std::vector<std::unique_ptr<EmulatedMemory>> memory_;
   std::vector<std::unique_ptr<CachingAllocator>> allocators_;
+  static thread_local std::array<std::unique_ptr<emu::WorkList>, emu::kMaxDevices> captures_;
 };
+thread_local std::array<std::unique_ptr<emu::WorkList>, emu::kMaxDevices> EmulatedBackend::captures_;
 }  // namespace
 
 namespace gpu::emulated {

@@ -140,7 +140,18 @@ void check_argument(const void* p) {
   }
 }
 
+namespace {
+thread_local WorkList* t_capture[kMaxDevices] = {};
+}  // namespace
+
+void set_capture(int device, WorkList* list) { t_capture[device] = list; }
+WorkList* capture(int device) { return t_capture[device]; }
+
 void submit(Queue* q, std::function<void()> work) {
+  if (WorkList* list = t_capture[current_device()]) {
+    list->push_back(std::move(work));
+    return;
+  }
   if (!q) {
     work();
     return;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace tessera::emu {
 
@@ -57,6 +58,11 @@ std::shared_ptr<EventToken> record(Queue* q);
 void wait(Queue* q, std::shared_ptr<EventToken> token);
 /** Runs queued work until `token` is reached. */
 void drain_until(const std::shared_ptr<EventToken>& token);
+/** Graph capture: while a list is set for `device` on the calling thread, work submitted for the
+ *  current device is appended to it instead of running or queueing. */
+using WorkList = std::vector<std::function<void()>>;
+void set_capture(int device, WorkList* list);
+WorkList* capture(int device);
 /** Work queued now in all streams (for tests). */
 size_t pending_work();
 

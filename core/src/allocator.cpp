@@ -1,5 +1,6 @@
 #include "tessera/backend/allocator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "tessera/error.h"
@@ -40,6 +41,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
   const size_t bucket = bucket_size(nbytes);
   const void* stream = current_stream_ ? current_stream_() : nullptr;
   std::lock_guard lock(mutex_);
+  if (capture_pool_ && std::this_thread::get_id() == capture_thread_) stream = capture_pool_;
   ++stats_.allocation_count;
   Block block{};
   bool found = false;
@@ -131,6 +133,24 @@ void CachingAllocator::set_stream_hooks(std::function<const void*()> current, st
   synchronize_ = std::move(synchronize);
 }
 
+void CachingAllocator::set_capture_pool(const void* pool) {
+  std::lock_guard lock(mutex_);
+  capture_pool_ = pool;
+  capture_thread_ = std::this_thread::get_id();
+  if (pool && std::find(pools_.begin(), pools_.end(), pool) == pools_.end()) pools_.push_back(pool);
+}
+
+void CachingAllocator::release_pool(const void* pool) {
+  std::lock_guard lock(mutex_);
+  pools_.erase(std::remove(pools_.begin(), pools_.end(), pool), pools_.end());
+  std::multimap<size_t, Block> kept;
+  for (auto& [size, block] : free_blocks_) {
+    if (block.stream == pool) block.stream = nullptr;
+    kept.emplace(size, block);
+  }
+  free_blocks_ = std::move(kept);
+}
+
 void CachingAllocator::record_stream(void* ptr, const void* stream) {
   std::lock_guard lock(mutex_);
   auto it = live_blocks_.find(ptr);
@@ -154,11 +174,16 @@ void CachingAllocator::release_pending() {
 }
 
 void CachingAllocator::release_cache_locked() {
-  for (auto& [size, block] : free_blocks_) {
-    raw_.raw_free(block.base);
-    stats_.reserved_bytes -= static_cast<int64_t>(size);
+  for (auto it = free_blocks_.begin(); it != free_blocks_.end();) {
+    // Blocks of a live graph's pool stay: its replays still read and write them.
+    if (std::find(pools_.begin(), pools_.end(), it->second.stream) != pools_.end()) {
+      ++it;
+      continue;
+    }
+    raw_.raw_free(it->second.base);
+    stats_.reserved_bytes -= static_cast<int64_t>(it->first);
+    it = free_blocks_.erase(it);
   }
-  free_blocks_.clear();
 }
 
 void CachingAllocator::empty_cache() {

@@ -135,3 +135,12 @@ std::unique_ptr<Event> Backend::new_event(int device) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+void Backend::begin_capture(int device) {
+  throw NotImplemented(detail::concat("graph capture: not supported on ", Device(device_type(), device).str()));
+}
+std::unique_ptr<GraphExec> Backend::end_capture(int device) {
+  throw NotImplemented(detail::concat("graph capture: not supported on ", Device(device_type(), device).str()));
+}
+}  // namespace tessera

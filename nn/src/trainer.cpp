@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
+
+#include "tessera/graph.h"
 
 namespace tessera::nn {
 
@@ -18,7 +21,64 @@ void progress_bar(int64_t epoch, int64_t epochs, int64_t done, int64_t total, do
                static_cast<long long>(done), static_cast<long long>(total), loss);
   std::fflush(stderr);
 }
+
+// Forward + backward as one captured graph. Step 1 runs eagerly (warm-up: lazily created state
+// and library handles must not be created inside a capture); the next step with a batch of the
+// same shape is captured, then replayed for every batch of that shape: the batch is copied into
+// the captured input tensors, the replay rewrites the captured loss and gradients, and the
+// gradients are handed back to the parameters (zero_grad dropped them) for the eager optimizer.
+class StepGraph {
+ public:
+  StepGraph(std::vector<Tensor> params, std::function<Tensor(const Batch&)> body)
+      : params_(std::move(params)), body_(std::move(body)), graph_(params_.front().device()) {}
+
+  Tensor step(const Batch& b, int64_t optimizer_steps) {
+    if (optimizer_steps == 0 || (graph_.captured() && (b.x.shape() != x_.shape() || b.y.shape() != y_.shape()))) return body_(b);
+    if (!graph_.captured()) capture(b);
+    x_.copy_(b.x);
+    y_.copy_(b.y);
+    graph_.replay();
+    ++replays_;
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad(grads_[i]);
+    return loss_;
+  }
+  int64_t take_replays() { return std::exchange(replays_, 0); }
+
+ private:
+  void capture(const Batch& b) {
+    x_ = empty_like(b.x);
+    y_ = empty_like(b.y);
+    for (Tensor& p : params_) p.set_grad(Tensor());
+    graph_.capture_begin();
+    try {
+      loss_ = body_(Batch{x_, y_});
+    } catch (...) {
+      graph_.capture_end();
+      throw;
+    }
+    graph_.capture_end();
+    for (const Tensor& p : params_) grads_.push_back(p.grad());
+  }
+
+  std::vector<Tensor> params_;
+  std::function<Tensor(const Batch&)> body_;
+  DeviceGraph graph_;
+  Tensor x_, y_, loss_;
+  std::vector<Tensor> grads_;
+  int64_t replays_ = 0;
+};
 }  // namespace
+
+Tensor Trainer::forward_backward(const Batch& b, int64_t grad_accumulation) {
+  Tensor loss;
+  {
+    const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
+    loss = loss_(model_.forward(b.x), b.y);
+  }
+  if (grad_accumulation > 1) loss = div(loss, static_cast<double>(grad_accumulation));
+  (scaler_ ? scaler_->scale(loss) : loss).backward();
+  return loss;
+}
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, Scheduler* scheduler, LossFn loss)
     : model_(model), optimizer_(optimizer), scheduler_(scheduler), loss_(std::move(loss)) {
@@ -54,6 +114,11 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
                 "precision must be float32, bfloat16 or float16, got ", o.precision);
   precision_ = o.precision;
   scaler_ = o.scaler;
+  std::unique_ptr<StepGraph> graph;
+  if (o.graph && o.grad_accumulation == 1 && !scaler_ && !model_.parameters().empty() &&
+      DeviceGraph::supported(model_.parameters().front().device())) {
+    graph = std::make_unique<StepGraph>(model_.parameters(), [this](const Batch& batch) { return forward_backward(batch, 1); });
+  }
   int64_t first_epoch = 0;
   if (o.resume && !o.checkpoint.empty() && std::filesystem::exists(o.checkpoint)) first_epoch = load_checkpoint(o.checkpoint);
   std::vector<EpochStats> history;
@@ -70,13 +135,7 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     auto step_start = Clock::now();
     while (train.next(b)) {
       if (batches % o.grad_accumulation == 0) step_start = Clock::now();
-      Tensor loss;
-      {
-        const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
-        loss = loss_(model_.forward(b.x), b.y);
-      }
-      if (o.grad_accumulation > 1) loss = div(loss, static_cast<double>(o.grad_accumulation));
-      (scaler_ ? scaler_->scale(loss) : loss).backward();
+      const Tensor loss = graph ? graph->step(b, optimizer_.steps()) : forward_backward(b, o.grad_accumulation);
       const double l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
       loss_sum += l;
       ++batches;
@@ -104,6 +163,7 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     st.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
     st.samples_per_second = st.seconds > 0 ? static_cast<double>(samples) / st.seconds : 0;
     st.step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0;
+    st.graph_replays = graph ? graph->take_replays() : 0;
     if (test) st.test = evaluate(*test);
     if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, epoch + 1, o.config);
     if (o.on_epoch_end) o.on_epoch_end(st);

@@ -6,6 +6,7 @@
 #include "tessera/device.h"
 #include "tessera/dtype.h"
 #include "tessera/error.h"
+#include "tessera/graph.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/indexing.h"

@@ -1,5 +1,7 @@
 #include "dispatch.h"
 
+#include "tessera/graph.h"
+
 #include "tessera/backend/registry.h"
 #include "tessera/error.h"
 #include "tessera/runtime.h"
@@ -31,6 +33,10 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
   Backend& backend = backend_for_device(device, name);
   KernelFn fn = backend.kernels()[op];
   if (!fn) throw NotImplemented(concat(name, ": not implemented on ", backend.name()));
+  if (graph_capturing() && (op == OpId::RandUniform || op == OpId::RandNormal || op == OpId::RandInt || op == OpId::Bernoulli)) {
+    throw Error(concat(name, ": random ops cannot be captured in a graph (their Philox seed and offset are launch "
+                             "arguments: every replay would draw the same numbers)"));
+  }
   const OpScope scope(name);
   // The kernel's device is current while it runs; the caller's is restored even if it throws.
   struct DeviceGuard {

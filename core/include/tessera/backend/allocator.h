@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -75,6 +76,15 @@ class CachingAllocator {
   void record_stream(void* ptr, const void* stream);
   /** record_stream with the calling thread's current stream (from the `current` hook). */
   void record_current_stream(void* ptr);
+  /**
+   * Graph capture: while `pool` is set, the calling thread's allocations come from blocks tagged
+   * `pool` (reused only by later allocations under the same pool), so memory a captured graph
+   * reads or writes is never handed to eager work; nullptr ends it.
+   */
+  void set_capture_pool(const void* pool);
+  /** The graph of `pool` is gone: its cached blocks become ordinary default-stream blocks. Until
+   *  then they survive empty_cache() and out-of-memory retries (a replay still uses them). */
+  void release_pool(const void* pool);
   /** After the device was synchronised: blocks held for other streams become reusable. */
   void release_pending();
   bool guards() const { return guards_; }
@@ -104,6 +114,9 @@ class CachingAllocator {
   std::unordered_map<void*, Block> live_blocks_;    // by user pointer
   AllocatorStats stats_;
   bool guards_ = false;
+  const void* capture_pool_ = nullptr;
+  std::vector<const void*> pools_;  // pools of live graphs
+  std::thread::id capture_thread_;
 };
 
 }  // namespace tessera

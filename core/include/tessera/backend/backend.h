@@ -53,6 +53,15 @@ class Event {
 
 inline void Stream::wait(Event& event) { event.synchronize(); }
 
+/** Recorded device work (Backend::end_capture). */
+class GraphExec {
+ public:
+  virtual ~GraphExec() = default;
+  virtual void replay() = 0;
+  /** Recorded kernels and copies (0 where the vendor does not say). */
+  virtual size_t nodes() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -115,6 +124,16 @@ class Backend {
   virtual std::unique_ptr<Stream> new_stream(int device);
   /** (optional) A new event; the default records host time. */
   virtual std::unique_ptr<Event> new_event(int device);
+
+  /**
+   * (optional) Graph capture: between begin_capture and end_capture the calling thread's device
+   * work on `device` (kernels, device copies) is recorded instead of run; a host
+   * synchronisation in between is an error. The result replays the recorded work on the stream
+   * current at replay time. CUDA Graphs, hipGraph, the emulator's launch list.
+   */
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture(int device);
+  virtual std::unique_ptr<GraphExec> end_capture(int device);
 
   const KernelTable& kernels() const { return kernels_; }
 

@@ -27,6 +27,7 @@ struct EpochStats {
   double samples_per_second = 0;
   double step_ms = 0;           ///< mean wall time of an optimizer step (forward + backward + update)
   double seconds = 0;           ///< wall time of the epoch's training part
+  int64_t graph_replays = 0;    ///< steps run by replaying the captured graph (TrainOptions::graph)
 };
 
 struct TrainOptions {
@@ -39,6 +40,10 @@ struct TrainOptions {
   std::string config;              ///< stored in checkpoints (JSON text)
   DType precision = DType::f32;    ///< bf16 / f16: forward passes (training and evaluation) under AutocastGuard
   GradScaler* scaler = nullptr;    ///< dynamic loss scaling (for f16); its state goes into checkpoints
+  /** Capture the forward and backward pass once (after one eager warm-up step) and replay it for
+   *  every batch of the captured shape; the optimizer step stays eager. Falls back to eager
+   *  steps where the device cannot capture, with gradient accumulation or loss scaling. */
+  bool graph = false;
   std::function<void(const EpochStats&)> on_epoch_end;
   std::function<void(int64_t step, double loss)> on_step_end;
 };
@@ -64,6 +69,7 @@ class Trainer {
   LossFn loss_;
   DType precision_ = DType::f32;   // of the fit() in progress (evaluate() follows it)
   GradScaler* scaler_ = nullptr;   // of the fit() in progress (saved with checkpoints)
+  Tensor forward_backward(const Batch& b, int64_t grad_accumulation);
 };
 
 }  // namespace tessera::nn
