@@ -46,7 +46,10 @@ void* CachingAllocator::allocate(size_t nbytes) {
   Block block{};
   bool found = false;
   // Reuse a cached block of the same guard mode and stream, no more than twice the size we need.
-  for (auto it = free_blocks_.lower_bound(bucket); it != free_blocks_.end() && it->first <= 2 * bucket; ++it) {
+  // Not inside a guarded capture: the guards are written now, by the host, but the captured
+  // kernels of the block's previous owner run later, at replay, and would trample them.
+  const bool reuse = !(guards_ && stream && stream == capture_pool_);
+  for (auto it = free_blocks_.lower_bound(bucket); reuse && it != free_blocks_.end() && it->first <= 2 * bucket; ++it) {
     if (it->second.guarded == guards_ && it->second.stream == stream) {
       block = it->second;
       free_blocks_.erase(it);
