@@ -101,6 +101,30 @@ class VendorEvent final : public Event {
 
 // Per-device error slots in device memory (device_errors.h), allocated on first use. A slot is
 // read back at a host sync only when a checking kernel was launched since the last read.
+// An instantiated CUDA graph / hipGraph, launched on the thread's current stream.
+class VendorGraph final : public GraphExec {
+ public:
+  explicit VendorGraph(vendor::GraphHandle graph) : graph_(graph) {
+    VendorError e = vendor::graph_nodes(graph_, &nodes_);
+    if (ok(e)) e = vendor::instantiate(&exec_, graph_);
+    if (!ok(e)) {
+      (void)vendor::graph_destroy(graph_);
+      TESSERA_GPU_CHECK(e);
+    }
+  }
+  ~VendorGraph() override {
+    if (exec_) (void)vendor::graph_exec_destroy(exec_);
+    (void)vendor::graph_destroy(graph_);
+  }
+  void replay() override { TESSERA_GPU_CHECK(vendor::graph_launch(exec_, vendor::current_stream())); }
+  size_t nodes() const override { return nodes_; }
+
+ private:
+  vendor::GraphHandle graph_ = nullptr;
+  vendor::GraphExecHandle exec_ = nullptr;
+  size_t nodes_ = 0;
+};
+
 class ErrorSlots {
  public:
   static constexpr int kMaxDevices = 64;
@@ -258,7 +282,48 @@ class DeviceBackend final : public Backend {
   }
   std::unique_ptr<Event> new_event(int d) override { return std::make_unique<VendorEvent>(d); }
 
+  // Graph capture on a private stream (the per-thread default stream cannot be captured) that
+  // first waits for the thread's current stream; the current stream is restored at the end.
+  bool supports_graphs() const override { return true; }
+  void begin_capture(int d) override {
+    const DeviceScope scope(d);
+    Capture& c = t_captures[d];
+    TESSERA_CHECK(!c.stream, "graph capture", name_, ":", d, " is already capturing on this thread");
+    c.previous = vendor::current_stream();
+    TESSERA_GPU_CHECK(vendor::stream_create(&c.stream));
+    vendor::EventHandle ready;
+    TESSERA_GPU_CHECK(vendor::event_create(&ready));
+    TESSERA_GPU_CHECK(vendor::event_record(ready, c.previous));
+    TESSERA_GPU_CHECK(vendor::stream_wait_event(c.stream, ready));
+    (void)vendor::event_destroy(ready);
+    vendor::current_stream() = c.stream;
+    const VendorError e = vendor::begin_capture(c.stream);
+    if (!ok(e)) {
+      vendor::current_stream() = c.previous;
+      (void)vendor::stream_destroy(c.stream);
+      c.stream = nullptr;
+      TESSERA_GPU_CHECK(e);
+    }
+  }
+  std::unique_ptr<GraphExec> end_capture(int d) override {
+    const DeviceScope scope(d);
+    Capture& c = t_captures[d];
+    TESSERA_CHECK(c.stream, "graph capture", name_, ":", d, " is not capturing on this thread");
+    vendor::GraphHandle graph = nullptr;
+    const VendorError e = vendor::end_capture(c.stream, &graph);
+    vendor::current_stream() = c.previous;
+    (void)vendor::stream_destroy(c.stream);
+    c.stream = nullptr;
+    TESSERA_GPU_CHECK(e);
+    return std::make_unique<VendorGraph>(graph);
+  }
+
  private:
+  struct Capture {
+    vendor::StreamHandle stream = nullptr, previous = nullptr;
+  };
+  static thread_local Capture t_captures[64];
+
   const char* name_;
   DeviceType type_;
   std::string targets_, reason_;
@@ -266,6 +331,7 @@ class DeviceBackend final : public Backend {
   std::vector<std::unique_ptr<DeviceMemory>> memory_;
   std::vector<std::unique_ptr<CachingAllocator>> allocators_;
 };
+thread_local DeviceBackend::Capture DeviceBackend::t_captures[64];
 }  // namespace
 
 DeviceErrorSlot* device_error_slot(int device) { return g_error_slots.arm(device); }

@@ -121,6 +121,15 @@ inline VendorError to_host_async(void* d, const void* s, size_t n, StreamHandle 
 inline VendorError on_device_async(void* d, const void* s, size_t n, StreamHandle st) {
   return hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st);
 }
+using GraphHandle = hipGraph_t;
+using GraphExecHandle = hipGraphExec_t;
+inline VendorError begin_capture(StreamHandle s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
+inline VendorError end_capture(StreamHandle s, GraphHandle* g) { return hipStreamEndCapture(s, g); }
+inline VendorError instantiate(GraphExecHandle* e, GraphHandle g) { return hipGraphInstantiate(e, g, nullptr, nullptr, 0); }
+inline VendorError graph_nodes(GraphHandle g, size_t* n) { return hipGraphGetNodes(g, nullptr, n); }
+inline VendorError graph_launch(GraphExecHandle e, StreamHandle s) { return hipGraphLaunch(e, s); }
+inline VendorError graph_exec_destroy(GraphExecHandle e) { return hipGraphExecDestroy(e); }
+inline VendorError graph_destroy(GraphHandle g) { return hipGraphDestroy(g); }
 inline VendorError properties(int d, DeviceProps& out) {
   hipDeviceProp_t p{};
   const VendorError e = hipGetDeviceProperties(&p, d);
@@ -161,6 +170,15 @@ inline VendorError to_host_async(void* d, const void* s, size_t n, StreamHandle 
 inline VendorError on_device_async(void* d, const void* s, size_t n, StreamHandle st) {
   return cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st);
 }
+using GraphHandle = cudaGraph_t;
+using GraphExecHandle = cudaGraphExec_t;
+inline VendorError begin_capture(StreamHandle s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
+inline VendorError end_capture(StreamHandle s, GraphHandle* g) { return cudaStreamEndCapture(s, g); }
+inline VendorError instantiate(GraphExecHandle* e, GraphHandle g) { return cudaGraphInstantiate(e, g, 0ULL); }
+inline VendorError graph_nodes(GraphHandle g, size_t* n) { return cudaGraphGetNodes(g, nullptr, n); }
+inline VendorError graph_launch(GraphExecHandle e, StreamHandle s) { return cudaGraphLaunch(e, s); }
+inline VendorError graph_exec_destroy(GraphExecHandle e) { return cudaGraphExecDestroy(e); }
+inline VendorError graph_destroy(GraphHandle g) { return cudaGraphDestroy(g); }
 inline VendorError properties(int d, DeviceProps& out) {
   cudaDeviceProp p{};
   const VendorError e = cudaGetDeviceProperties(&p, d);
