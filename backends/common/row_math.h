@@ -50,4 +50,18 @@ template <class T> TESSERA_HD_INLINE void cross_entropy_row(const T* x, int64_t 
   }
 }
 
+/**
+ * One element of the fused softmax + cross-entropy backward: d loss_i / d logit_ic =
+ * g_i * (softmax_ic - target distribution_ic), from the forward's log-probabilities; 0 on
+ * ignored rows. The smoothed target puts 1 - eps + eps / C on the class and eps / C elsewhere.
+ */
+template <class T> TESSERA_HD_INLINE T cross_entropy_grad_at(T logp, T g, int64_t target, int64_t cls, int64_t ignore, double eps,
+                                                             int64_t classes) {
+  using C = compute_t<T>;
+  if (target == ignore) return static_cast<T>(C(0));
+  const C uniform = static_cast<C>(eps / static_cast<double>(classes));
+  const C hot = cls == target ? static_cast<C>(1.0 - eps) : C(0);
+  return static_cast<T>(static_cast<C>(g) * (std::exp(static_cast<C>(logp)) - hot - uniform));
+}
+
 }  // namespace tessera::backend_common

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "../common/dtype_dispatch.h"
+#include "../common/row_math.h"
 #include "cpu_backend.h"
 
 namespace tessera::cpu {
@@ -52,6 +53,29 @@ template <class T, class I> void cross_entropy(const KernelCall& c) {
   });
 }
 
+template <class T, class I> void cross_entropy_backward(const KernelCall& c) {
+  const int64_t n = c.inputs[1].shape()[0], classes = c.inputs[1].shape()[1], ignore = c.attrs.axis;
+  const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
+  const T* logp = static_cast<const T*>(c.inputs[1].data_ptr());
+  const I* target = static_cast<const I*>(c.inputs[2].data_ptr());
+  T* out = static_cast<T*>(c.outputs[0].data_ptr());
+  parallel_for(n, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(classes, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = static_cast<int64_t>(target[r]);
+      for (int64_t j = 0; j < classes; ++j) {
+        out[r * classes + j] = backend_common::cross_entropy_grad_at(logp[r * classes + j], g[r], t, j, ignore, c.attrs.scalar, classes);
+      }
+    }
+  });
+}
+
+void cross_entropy_backward_kernel(const KernelCall& c) {
+  backend_common::dispatch_float(c.inputs[1].dtype(), "cross_entropy_backward", [&]<class T>() {
+    if (c.inputs[2].dtype() == DType::i32) cross_entropy_backward<T, int32_t>(c);
+    else cross_entropy_backward<T, int64_t>(c);
+  });
+}
+
 void cross_entropy_kernel(const KernelCall& c) {
   backend_common::dispatch_float(c.inputs[0].dtype(), "cross_entropy", [&]<class T>() {
     if (c.inputs[1].dtype() == DType::i32) cross_entropy<T, int32_t>(c);
@@ -60,6 +84,9 @@ void cross_entropy_kernel(const KernelCall& c) {
 }
 }  // namespace
 
-void register_cross_entropy(KernelTable& table) { table[OpId::CrossEntropy] = &cross_entropy_kernel; }
+void register_cross_entropy(KernelTable& table) {
+  table[OpId::CrossEntropy] = &cross_entropy_kernel;
+  table[OpId::CrossEntropyBackward] = &cross_entropy_backward_kernel;
+}
 
 }  // namespace tessera::cpu

@@ -6,6 +6,7 @@
 #include "cpu_backend.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/philox.h"
+#include "tessera/kernels/random_draw.h"
 
 namespace tessera::cpu {
 namespace {
@@ -76,6 +77,23 @@ void randint_kernel(const KernelCall& c) {
   });
 }
 
+// y = residual + mask * x * scale over contiguous tensors (the front end makes them so).
+void dropout_add_kernel(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& residual = c.inputs[1];
+  Tensor& out = c.outputs[0];
+  const float keep = static_cast<float>(1.0 - c.attrs.scalar);
+  const double scale = 1.0 / (1.0 - c.attrs.scalar);
+  backend_common::dispatch_float(out.dtype(), "dropout_add", [&]<class T>() {
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const T* rp = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
+    T* o = static_cast<T*>(out.data_ptr());
+    parallel_for(out.numel(), kParallelGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) o[i] = kernels::dropout_add_at(c.attrs.seed, c.attrs.offset, i, keep, scale, xp[i], rp);
+    });
+  });
+}
+
 void bernoulli_kernel(const KernelCall& c) {
   Tensor& out = c.outputs[0];
   const float p = static_cast<float>(c.attrs.scalar);
@@ -95,6 +113,7 @@ void register_random(KernelTable& table) {
   table[OpId::RandNormal] = &normal_kernel;
   table[OpId::RandInt] = &randint_kernel;
   table[OpId::Bernoulli] = &bernoulli_kernel;
+  table[OpId::DropoutAdd] = &dropout_add_kernel;
 }
 
 }  // namespace tessera::cpu

@@ -180,6 +180,22 @@ void fill_op(const KernelCall& c) {
   });
 }
 
+template <class T>
+TESSERA_GLOBAL void dropout_add_kernel(int64_t n, const T* x, const T* residual, T* out, uint64_t seed, uint64_t offset, float keep,
+                                       double scale) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) out[i] = kernels::dropout_add_at(seed, offset, i, keep, scale, x[i], residual);
+}
+
+void dropout_add_op(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  const float keep = static_cast<float>(1.0 - c.attrs.scalar);
+  const double scale = 1.0 / (1.0 - c.attrs.scalar);
+  backend_common::dispatch_float(out.dtype(), "dropout_add", [&]<class T>() {
+    launch(dropout_add_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<const T>(c.inputs[0]),
+           c.inputs[1].defined() ? ptr<const T>(c.inputs[1]) : nullptr, ptr<T>(out), c.attrs.seed, c.attrs.offset, keep, scale);
+  });
+}
+
 template <RandomKind K> void random_op(const KernelCall& c) {
   Tensor& out = c.outputs[0];
   auto run = [&]<class T>() {
@@ -203,6 +219,7 @@ void register_elementwise(KernelTable& table) {
   table[OpId::RandNormal] = &random_op<RandomKind::normal>;
   table[OpId::RandInt] = &random_op<RandomKind::integer>;
   table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;
+  table[OpId::DropoutAdd] = &dropout_add_op;
 }
 
 }  // namespace TESSERA_GPU_TARGET

@@ -2,6 +2,7 @@
 // in the compute type with block reductions (a block per channel or row).
 #include <cmath>
 
+#include "../common/row_math.h"
 #include "common.h"
 #include "tessera/ops/creation.h"
 #include "kernels.h"
@@ -252,6 +253,29 @@ void ln_bwd(const KernelCall& c) {
     }
   });
 }
+// One thread per logit (coalesced over the row); the row's gradient and target are broadcast reads.
+template <class T, class I>
+TESSERA_GLOBAL void cross_entropy_backward_kernel(int64_t n, int64_t classes, const T* g, const T* logp, const I* target, T* out,
+                                                  double eps, int64_t ignore) {
+  for (int64_t i = global_index(); i < n * classes; i += grid_stride()) {
+    const int64_t r = i / classes;
+    out[i] = backend_common::cross_entropy_grad_at(logp[i], g[r], static_cast<int64_t>(target[r]), i - r * classes, ignore, eps, classes);
+  }
+}
+
+void cross_entropy_backward_op(const KernelCall& c) {
+  const Tensor& logp = c.inputs[1];
+  const int64_t n = logp.size(0), classes = logp.size(1);
+  backend_common::dispatch_float(logp.dtype(), "cross_entropy_backward", [&]<class T>() {
+    auto run = [&]<class I>() {
+      launch(cross_entropy_backward_kernel<T, I>, blocks_for(n * classes), Grid{kThreads}, 0, false, n, classes, ptr<const T>(c.inputs[0]),
+             ptr<const T>(logp), ptr<const I>(c.inputs[2]), ptr<T>(c.outputs[0]), c.attrs.scalar, c.attrs.axis);
+    };
+    if (c.inputs[2].dtype() == DType::i32) run.template operator()<int32_t>();
+    else run.template operator()<int64_t>();
+  });
+}
+
 void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
@@ -274,6 +298,7 @@ void register_norm_kernels(KernelTable& table) {
   table[OpId::LayerNorm] = &ln_fwd;
   table[OpId::LayerNormBackward] = &ln_bwd;
   table[OpId::CrossEntropy] = &cross_entropy_op;
+  table[OpId::CrossEntropyBackward] = &cross_entropy_backward_op;
 }
 
 }  // namespace TESSERA_GPU_TARGET

@@ -133,6 +133,20 @@ template <class T, RandomKind K> void random_impl(const KernelCall& c) {
   for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::random_draw<T, K>(seed, offset, i, a, b); });
 }
 
+template <class T> void dropout_add_impl(const KernelCall& c) {
+  const T* x = ptr<const T>(c.inputs[0]);
+  const T* r = c.inputs[1].defined() ? ptr<const T>(c.inputs[1]) : nullptr;
+  T* o = ptr<T>(c.outputs[0]);
+  const uint64_t seed = c.attrs.seed, offset = c.attrs.offset;
+  const float keep = static_cast<float>(1.0 - c.attrs.scalar);
+  const double scale = 1.0 / (1.0 - c.attrs.scalar);
+  for_n("dropout_add", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::dropout_add_at(seed, offset, i, keep, scale, x[i], r); });
+}
+
+void dropout_add_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), "dropout_add", [&]<class T>() { dropout_add_impl<T>(c); });
+}
+
 template <RandomKind K> void random_op(const KernelCall& c) {
   const DType dt = c.outputs[0].dtype();
   auto run = [&]<class T>() { random_impl<T, K>(c); };
@@ -185,6 +199,7 @@ void register_elementwise(KernelTable& table) {
   table[OpId::Copy] = &copy_op;
   table[OpId::Fill] = &fill_op;
   table[OpId::RandUniform] = &random_op<RandomKind::uniform>;
+  table[OpId::DropoutAdd] = &dropout_add_op;
   table[OpId::RandNormal] = &random_op<RandomKind::normal>;
   table[OpId::RandInt] = &random_op<RandomKind::integer>;
   table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;

@@ -187,6 +187,26 @@ template <class T, class I> void cross_entropy_impl(const KernelCall& c) {
   });
 }
 
+template <class T, class I> void cross_entropy_backward_impl(const KernelCall& c) {
+  const int64_t classes = c.inputs[1].size(1), total = c.inputs[1].numel(), ignore = c.attrs.axis;
+  const T* g = ptr<const T>(c.inputs[0]);
+  const T* logp = ptr<const T>(c.inputs[1]);
+  const I* tgt = ptr<const I>(c.inputs[2]);
+  T* out = ptr<T>(c.outputs[0]);
+  const double eps = c.attrs.scalar;
+  for_n("cross_entropy_backward", total, KOKKOS_LAMBDA(int64_t i) {
+    const int64_t r = i / classes;
+    out[i] = backend_common::cross_entropy_grad_at(logp[i], g[r], static_cast<int64_t>(tgt[r]), i - r * classes, ignore, eps, classes);
+  });
+}
+
+void cross_entropy_backward_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.inputs[1].dtype(), "cross_entropy_backward", [&]<class T>() {
+    if (c.inputs[2].dtype() == DType::i32) cross_entropy_backward_impl<T, int32_t>(c);
+    else cross_entropy_backward_impl<T, int64_t>(c);
+  });
+}
+
 void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
@@ -211,6 +231,7 @@ void register_nn(KernelTable& table) {
   table[OpId::LayerNorm] = &ln_fwd;
   table[OpId::LayerNormBackward] = &ln_bwd;
   table[OpId::CrossEntropy] = &cross_entropy_op;
+  table[OpId::CrossEntropyBackward] = &cross_entropy_backward_op;
   register_indexing(table);
 }
 

@@ -77,7 +77,17 @@ std::atomic<bool>& tf32_flag() {
 }
 }  // namespace
 
+static std::atomic<bool>& fused_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* e = std::getenv("TESSERA_FUSED");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return flag;
+}
+
 void set_allow_tf32(bool allow) { tf32_flag() = allow; }
+void set_fused_kernels(bool on) { fused_flag() = on; }
+bool fused_kernels() { return fused_flag(); }
 bool allow_tf32() { return tf32_flag(); }
 
 namespace {

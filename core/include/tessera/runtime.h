@@ -22,6 +22,14 @@ int num_threads();
  */
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+/**
+ * Fused training kernels (on by default; TESSERA_FUSED=0 sets the initial value to off): the
+ * softmax + cross-entropy backward and dropout + residual add run as one kernel each. Off, the
+ * same results come from compositions of basic ops: the reference the fused kernels are tested
+ * and benchmarked against.
+ */
+void set_fused_kernels(bool on);
+bool fused_kernels();
 
 /** Waits for all queued work on `device`. */
 void synchronize(Device device = kCPU);

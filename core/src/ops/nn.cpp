@@ -7,6 +7,8 @@
 #include "autograd/record.h"
 #include "dispatch.h"
 #include "tessera/autocast.h"
+#include "tessera/graph.h"
+#include "tessera/runtime.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/indexing.h"
@@ -302,8 +304,14 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Reduction
   if (n > 0) run_kernel(OpId::CrossEntropy, logits.device(), in, outs, attrs);
   Tensor loss = outs[0];
   if (autograd::needs_grad({&logits})) {
-    autograd::record("cross_entropy", {logits}, loss, [logp = outs[1], t = in[1], label_smoothing, ignore_index, c](const Tensor& g) {
+    autograd::record("cross_entropy", {logits}, loss, [logp = outs[1], t = in[1], label_smoothing, ignore_index, c, attrs](const Tensor& g) {
       // d loss / d logits = softmax - smoothed one-hot target, zero on ignored rows.
+      if (fused_kernels()) {
+        Tensor grad = empty(logp.shape(), logp.dtype(), logp.device());
+        const Tensor in3[3] = {g.to(logp.dtype()).contiguous(), logp, t};
+        if (grad.numel() > 0) detail::run_kernel(OpId::CrossEntropyBackward, logp.device(), in3, std::span<Tensor>(&grad, 1), attrs);
+        return std::vector<Tensor>{grad};
+      }
       const Tensor classes = arange(c, t.dtype(), t.device());
       const Tensor hot = eq(t.unsqueeze(1), classes).to(logp.dtype());
       const Tensor target_dist = add(mul(hot, 1.0 - label_smoothing), label_smoothing / static_cast<double>(c));
@@ -362,13 +370,53 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
   return reduce_loss(add(mul(sub(1.0, target), logits), pos_term), reduction);
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) { return dropout_add(x, Tensor(), p, training, gen); }
+
+namespace {
+// out = residual + mask(seed, offset) * x / (1 - p), one kernel.
+Tensor run_dropout_add(const Tensor& x, const Tensor& residual, double p, uint64_t seed, uint64_t offset) {
+  OpAttrs attrs;
+  attrs.scalar = p;
+  attrs.seed = seed;
+  attrs.offset = offset;
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  const Tensor in[2] = {x.contiguous(), residual.defined() ? residual.contiguous() : Tensor()};
+  if (out.numel() > 0) detail::run_kernel(OpId::DropoutAdd, x.device(), in, std::span<Tensor>(&out, 1), attrs);
+  return out;
+}
+}  // namespace
+
+Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool training, Generator* gen) {
   detail::check_defined(x, "dropout");
   TESSERA_CHECK(p >= 0 && p <= 1, "dropout", "p must be in [0, 1], got ", p);
-  if (!training || p == 0) return x;
-  if (p == 1) return mul(x, 0.0);
-  const Tensor mask = bernoulli(x.shape(), 1.0 - p, x.dtype(), x.device(), gen);
-  return mul(x, mul(mask, 1.0 / (1.0 - p)));
+  TESSERA_CHECK(is_floating(x.dtype()), "dropout", "expected a floating dtype, got ", x.dtype());
+  if (residual.defined()) {
+    TESSERA_CHECK(residual.shape() == x.shape() && residual.dtype() == x.dtype(), "dropout_add", "residual ",
+                  shape_str(residual.shape()), " ", residual.dtype(), " does not match input ", shape_str(x.shape()), " ", x.dtype());
+    detail::common_device({&x, &residual}, "dropout_add");
+  }
+  const auto plus_residual = [&](const Tensor& y) { return residual.defined() ? add(residual, y) : y; };
+  if (!training || p == 0) return plus_residual(x);
+  if (p == 1) return plus_residual(mul(x, 0.0));
+  if (!fused_kernels()) {  // the reference composition: a stored mask and two multiplies
+    const Tensor mask = bernoulli(x.shape(), 1.0 - p, x.dtype(), x.device(), gen);
+    return plus_residual(mul(x, mul(mask, 1.0 / (1.0 - p))));
+  }
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), offset = g.next_offset();
+  TESSERA_CHECK(!detail::graph_capturing(), "dropout", "random ops cannot be captured in a graph (their Philox seed and offset are launch "
+                "arguments: every replay would draw the same numbers)");
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = run_dropout_add(x.detach(), residual.defined() ? residual.detach() : Tensor(), p, seed, offset);
+  }
+  if (autograd::needs_grad({&x, &residual})) {
+    autograd::record("dropout_add", {x, residual}, out, [p, seed, offset, has_residual = residual.defined()](const Tensor& g) {
+      return std::vector<Tensor>{run_dropout_add(g, Tensor(), p, seed, offset), has_residual ? g : Tensor()};
+    });
+  }
+  return out;
 }
 
 }  // namespace tessera

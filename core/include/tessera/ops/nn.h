@@ -62,5 +62,12 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 
 /** Zeroes elements with probability p (Philox mask) and scales the rest by 1 / (1 - p). */
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+/**
+ * residual + dropout(x, p) (a transformer block's "x + dropout(sublayer(x))"). With fused
+ * kernels (fused_kernels()) it is one kernel and the mask is never stored: the backward
+ * regenerates it from the same Philox draw. The mask equals bernoulli(1 - p) of the same
+ * generator state, so the fused and unfused paths agree. `residual` may be undefined.
+ */
+Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool training, Generator* gen = nullptr);
 
 }  // namespace tessera

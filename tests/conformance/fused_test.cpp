@@ -1,0 +1,81 @@
+// Fused training kernels against their unfused compositions (set_fused_kernels(false)): the
+// softmax + cross-entropy backward and dropout + residual add, every float dtype, forward and
+// gradients, with label smoothing, ignored targets and a residual or none.
+#include "support/checks.h"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+struct FusedScope {
+  bool saved = fused_kernels();
+  explicit FusedScope(bool on) { set_fused_kernels(on); }
+  ~FusedScope() { set_fused_kernels(saved); }
+};
+
+Tolerance fused_tol(DType dt) {
+  Tolerance t = tolerance_for(dt);
+  if (dt == DType::f32) t.atol = std::max(t.atol, 1e-6);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("fused softmax + cross-entropy backward matches the composed gradient") {
+  const Tensor target = from_vector<int64_t>({3, 0, -100, 6, 2, 2, 5, -100, 1}, {9}).to(device());
+  uint64_t seed = 40;
+  for (DType dt : kFloatTypes) {
+    for (double smoothing : {0.0, 0.1}) {
+      for (Reduction red : {Reduction::mean, Reduction::sum}) {
+        CAPTURE(dtype_name(dt));
+        CAPTURE(smoothing);
+        const Tensor x0 = make_input({9, 7}, dt, ++seed, -3, 3);
+        auto grad = [&](bool fused) {
+          const FusedScope scope(fused);
+          Tensor x = x0.detach().set_requires_grad();
+          cross_entropy(x, target, red, smoothing).backward();
+          return x.grad();
+        };
+        const Tensor fused = grad(true), composed = grad(false);
+        CHECK(fused.dtype() == dt);
+        TESSERA_CHECK_CLOSE(fused, to_ref(composed), fused_tol(dt));
+        // Ignored rows get exactly zero.
+        CHECK(sum(abs(fused.narrow(0, 2, 1))).item<double>() == 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("fused dropout + residual add matches bernoulli-mask dropout, forward and backward") {
+  uint64_t seed = 60;
+  for (DType dt : kFloatTypes) {
+    for (bool with_residual : {false, true}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(with_residual);
+      const Tensor x0 = make_input({33, 17}, dt, ++seed), r0 = make_input({33, 17}, dt, ++seed);
+      auto run = [&](bool fused, DType compute) {
+        const FusedScope scope(fused);
+        Generator gen(1234);
+        Tensor x = x0.to(compute).detach().set_requires_grad(), r = r0.to(compute).detach().set_requires_grad();
+        const Tensor y = with_residual ? dropout_add(x, r, 0.3, true, &gen) : dropout(x, 0.3, true, &gen);
+        sum(mul(y, y)).backward();
+        return std::tuple{y, x.grad(), with_residual ? r.grad() : Tensor()};
+      };
+      // The reference: the unfused composition in f64 (for f16/bf16 it would round x * scale
+      // before adding the residual, which the fused kernel does not) or in the same dtype.
+      const DType ref_dt = dt == DType::f16 || dt == DType::bf16 ? DType::f64 : dt;
+      const auto [yf, gxf, grf] = run(true, dt);
+      const auto [yu, gxu, gru] = run(false, ref_dt);
+      TESSERA_CHECK_CLOSE(yf, round_to(to_ref(yu), dt), fused_tol(dt));
+      TESSERA_CHECK_CLOSE(gxf, round_to(to_ref(gxu), dt), fused_tol(dt));
+      if (with_residual) TESSERA_CHECK_CLOSE(grf, round_to(to_ref(gru), dt), fused_tol(dt));
+      // About 30% dropped (561 elements): the same mask both ways.
+      const double dropped = sum(eq(gxf, 0.0)).item<double>() / 561.0;
+      CHECK(dropped > 0.2);
+      CHECK(dropped < 0.4);
+    }
+  }
+  // Eval mode and p = 0 are the identity (plus the residual).
+  const Tensor x = make_input({4, 5}, DType::f32, 70), r = make_input({4, 5}, DType::f32, 71);
+  TESSERA_CHECK_CLOSE(dropout_add(x, r, 0.5, false), to_ref(add(x, r)));
+  TESSERA_CHECK_THROWS_WITH(dropout_add(x, make_input({5, 4}, DType::f32, 72), 0.1, true), "dropout_add: residual [5, 4]");
+}
