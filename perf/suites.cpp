@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "bench.h"
+#include "tessera/autocast.h"
 #include "peers.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/optim.h"
@@ -19,6 +20,8 @@ struct Ctx {
   bool quick, on_cpu;
   int threads;
 };
+
+std::string dtype_name_short(DType dt) { return dt == DType::bf16 ? "bf16" : dt == DType::f16 ? "f16" : "f32"; }
 
 template <class... T> std::shared_ptr<std::vector<Tensor>> keep(T... ts) { return std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{ts...}); }
 
@@ -114,15 +117,22 @@ struct TrainStep {
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<nn::Adam> opt;
   Tensor x, y;
+  DType precision = DType::f32;  // bf16/f16: the forward under autocast (f32 master weights)
   void step() {
     opt->zero_grad();
-    cross_entropy(model->forward(x), y).backward();
+    Tensor loss;
+    {
+      const AutocastGuard autocast(precision == DType::f32 ? DType::bf16 : precision, precision != DType::f32);
+      loss = cross_entropy(model->forward(x), y);
+    }
+    loss.backward();
     opt->step();
   }
 };
 
-Body train_body(std::shared_ptr<nn::Sequential> model, int64_t batch, Device dev) {
+Body train_body(std::shared_ptr<nn::Sequential> model, int64_t batch, Device dev, DType precision = DType::f32) {
   auto s = std::make_shared<TrainStep>();
+  s->precision = precision;
   s->model = std::move(model);
   nn::OptimOptions o;
   o.lr = 1e-3;
@@ -141,6 +151,39 @@ void train_cases(const Ctx& c, std::vector<Case>& out) {
   if (c.on_cpu) mlp.peer = peers::torch_mlp_step(b, c.threads), cnn.peer = peers::torch_cnn_step(cb, c.threads);
   out.push_back(mlp);
   out.push_back(cnn);
+  // Mixed precision next to f32: the same CNN step under autocast, its peer the f32 step.
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Case k{"train", "cnn_step", dtype_name_short(dt), {cb, 1, 28, 28}, 0, 0, 1, train_body(nn::make_cnn({DType::f32, c.dev}), cb, c.dev, dt),
+           Peer{"tessera-f32", train_body(nn::make_cnn({DType::f32, c.dev}), cb, c.dev)}};
+    out.push_back(k);
+  }
+}
+
+// Fused training kernels against their unfused compositions (the peer: set_fused_kernels(false)).
+Body with_fused(bool on, std::function<void()> body) {
+  return [on, body] {
+    const bool saved = fused_kernels();
+    set_fused_kernels(on);
+    body();
+    set_fused_kernels(saved);
+  };
+}
+
+void fused_cases(const Ctx& c, std::vector<Case>& out) {
+  const int64_t rows = c.quick ? 1024 : 8192, classes = 1000, n = c.quick ? (1 << 18) : (1 << 22);
+  auto ce = keep(randn({rows, classes}, DType::f32, c.dev), randint(0, classes, {rows}, DType::i64, c.dev));
+  const auto ce_body = [ce] {
+    Tensor x = (*ce)[0].detach().set_requires_grad();
+    cross_entropy(x, (*ce)[1]).backward();
+  };
+  out.push_back({"fused", "cross_entropy_fwd_bwd", "f32", {rows, classes}, 0, 0, 1, with_fused(true, ce_body),
+                 Peer{"unfused", with_fused(false, ce_body)}});
+  auto d = keep(randn({n}, DType::f32, c.dev), randn({n}, DType::f32, c.dev), randn({n}, DType::f32, c.dev));
+  const auto drop_body = [d] {  // a dense upstream gradient, as inside a transformer block
+    Tensor x = (*d)[0].detach().set_requires_grad();
+    backward({dropout_add(x, (*d)[1], 0.1, true)}, {(*d)[2]});
+  };
+  out.push_back({"fused", "dropout_add_fwd_bwd", "f32", {n}, 0, 0, 1, with_fused(true, drop_body), Peer{"unfused", with_fused(false, drop_body)}});
 }
 
 void overhead_cases(const Ctx& c, std::vector<Case>& out) {
@@ -156,7 +199,7 @@ void overhead_cases(const Ctx& c, std::vector<Case>& out) {
 }  // namespace
 
 const std::vector<std::string>& suite_names() {
-  static const std::vector<std::string> names{"gemm", "elementwise", "reduce", "conv", "memory", "train", "overhead"};
+  static const std::vector<std::string> names{"gemm", "elementwise", "reduce", "conv", "memory", "train", "fused", "overhead"};
   return names;
 }
 
@@ -169,8 +212,9 @@ std::vector<Case> make_cases(const std::string& suite, Device device, bool quick
   else if (suite == "conv") conv_cases(c, out);
   else if (suite == "memory") memory_op_cases(c, out);
   else if (suite == "train") train_cases(c, out);
+  else if (suite == "fused") fused_cases(c, out);
   else if (suite == "overhead") overhead_cases(c, out);
-  else throw Error(detail::concat("bench: unknown suite '", suite, "' (known: gemm, elementwise, reduce, conv, memory, train, overhead)"));
+  else throw Error(detail::concat("bench: unknown suite '", suite, "' (known: gemm, elementwise, reduce, conv, memory, train, fused, overhead)"));
   return out;
 }
 

@@ -13,7 +13,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark suites on every backend, with peer libraries and % of peak");
   cmd->add_option("--backend", opts->backends, "backends to run (repeatable; default: every backend with a device, except emulated)");
   cmd->add_option("--suite", opts->suites,
-                  "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, overhead; or gpu-model alone "
+                  "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, fused, overhead; or gpu-model alone "
                   "(per-kernel memory counters and roofline times from the emulated backend)");
   cmd->add_flag("--quick", opts->quick, "small shapes and 3 repetitions (CI smoke test)");
   cmd->add_option("--filter", opts->filters,

@@ -88,8 +88,9 @@ void dropout_add_kernel(const KernelCall& c) {
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* rp = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
     T* o = static_cast<T*>(out.data_ptr());
-    parallel_for(out.numel(), kParallelGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) o[i] = kernels::dropout_add_at(c.attrs.seed, c.attrs.offset, i, keep, scale, xp[i], rp);
+    const int64_t n = out.numel();
+    parallel_for((n + 3) / 4, kParallelGrain / 4, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) kernels::dropout_add_block(c.attrs.seed, c.attrs.offset, b, n, keep, scale, xp, rp, o);
     });
   });
 }

@@ -183,7 +183,8 @@ void fill_op(const KernelCall& c) {
 template <class T>
 TESSERA_GLOBAL void dropout_add_kernel(int64_t n, const T* x, const T* residual, T* out, uint64_t seed, uint64_t offset, float keep,
                                        double scale) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) out[i] = kernels::dropout_add_at(seed, offset, i, keep, scale, x[i], residual);
+  // A thread per Philox block: 4 consecutive elements (a warp covers 128 contiguous elements).
+  for (int64_t b = global_index(); b < (n + 3) / 4; b += grid_stride()) kernels::dropout_add_block(seed, offset, b, n, keep, scale, x, residual, out);
 }
 
 void dropout_add_op(const KernelCall& c) {
@@ -191,7 +192,7 @@ void dropout_add_op(const KernelCall& c) {
   const float keep = static_cast<float>(1.0 - c.attrs.scalar);
   const double scale = 1.0 / (1.0 - c.attrs.scalar);
   backend_common::dispatch_float(out.dtype(), "dropout_add", [&]<class T>() {
-    launch(dropout_add_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<const T>(c.inputs[0]),
+    launch(dropout_add_kernel<T>, blocks_for((out.numel() + 3) / 4), Grid{kThreads}, 0, false, out.numel(), ptr<const T>(c.inputs[0]),
            c.inputs[1].defined() ? ptr<const T>(c.inputs[1]) : nullptr, ptr<T>(out), c.attrs.seed, c.attrs.offset, keep, scale);
   });
 }

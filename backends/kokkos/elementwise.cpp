@@ -140,7 +140,8 @@ template <class T> void dropout_add_impl(const KernelCall& c) {
   const uint64_t seed = c.attrs.seed, offset = c.attrs.offset;
   const float keep = static_cast<float>(1.0 - c.attrs.scalar);
   const double scale = 1.0 / (1.0 - c.attrs.scalar);
-  for_n("dropout_add", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::dropout_add_at(seed, offset, i, keep, scale, x[i], r); });
+  const int64_t n = c.outputs[0].numel();
+  for_n("dropout_add", (n + 3) / 4, KOKKOS_LAMBDA(int64_t b) { kernels::dropout_add_block(seed, offset, b, n, keep, scale, x, r, o); });
 }
 
 void dropout_add_op(const KernelCall& c) {

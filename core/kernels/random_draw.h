@@ -41,16 +41,22 @@ template <class T, RandomKind K> TESSERA_HD_INLINE T random_draw(uint64_t seed, 
 }
 
 /**
- * Fused dropout (+ residual) for element i: keeps x with probability keep_prob, the draw of a
- * Bernoulli tensor with the same seed and offset (so fused and unfused masks agree), scales kept
- * values by `scale`, adds the residual when given. Backward regenerates the same mask.
+ * Fused dropout (+ residual) over the 4 elements of Philox block `blk` (elements 4 blk ..
+ * 4 blk + 3 below n; one Philox evaluation per 4 elements, as in the Bernoulli kernels): keeps
+ * x with probability keep_prob (the draw of a Bernoulli tensor with the same seed and offset,
+ * so fused and unfused masks agree), scales kept values by `scale`, adds the residual when
+ * given. Backward regenerates the same mask.
  */
-template <class T> TESSERA_HD_INLINE T dropout_add_at(uint64_t seed, uint64_t offset, int64_t i, float keep_prob, double scale, T x,
-                                                     const T* residual) {
+template <class T> TESSERA_HD_INLINE void dropout_add_block(uint64_t seed, uint64_t offset, int64_t blk, int64_t n, float keep_prob,
+                                                           double scale, const T* x, const T* residual, T* out) {
   using C = compute_t<T>;
-  const Philox4 w = philox_block(seed, offset, static_cast<uint64_t>(i / 4));
-  const C kept = uniform_from_bits(w.v[i % 4]) < keep_prob ? static_cast<C>(x) * static_cast<C>(scale) : C(0);
-  return static_cast<T>(residual ? static_cast<C>(residual[i]) + kept : kept);
+  const Philox4 w = philox_block(seed, offset, static_cast<uint64_t>(blk));
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = 4 * blk + j;
+    if (i >= n) break;
+    const C kept = uniform_from_bits(w.v[j]) < keep_prob ? static_cast<C>(x[i]) * static_cast<C>(scale) : C(0);
+    out[i] = static_cast<T>(residual ? static_cast<C>(residual[i]) + kept : kept);
+  }
 }
 
 }  // namespace tessera::kernels
