@@ -1,4 +1,5 @@
 // Fused optimizer updates: one grid-stride kernel per parameter over the core/kernels steps.
+#include "../common/tensor_list.h"
 #include "common.h"
 #include "kernels.h"
 #include "tessera/kernels/optim.h"
@@ -30,6 +31,44 @@ TESSERA_GLOBAL void sgd_kernel(int64_t n, T* p, T* buf, const T* g, kernels::Sgd
   }
 }
 
+// Multi-tensor Adam: each thread walks the list's concatenated index space (grid-stride), so a
+// launch covers up to kMaxTensors parameters whatever their sizes.
+template <class T>
+TESSERA_GLOBAL void adam_multi_kernel(backend_common::AdamList<T> list, kernels::AdamStep<compute_t<T>> step) {
+  using C = compute_t<T>;
+  const int64_t total = list.start[list.count];
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int t = list.find(i);
+    const int64_t j = i - list.start[t];
+    C pc = static_cast<C>(list.p[t][j]), mc = static_cast<C>(list.m[t][j]), vc = static_cast<C>(list.v[t][j]);
+    step(pc, mc, vc, static_cast<C>(list.g[t][j]));
+    list.p[t][j] = static_cast<T>(pc);
+    list.m[t][j] = static_cast<T>(mc);
+    list.v[t][j] = static_cast<T>(vc);
+  }
+}
+
+void adam_multi_op(const KernelCall& c) {
+  const size_t k = c.inputs.size();
+  backend_common::dispatch_float(c.outputs[0].dtype(), "adam_multi_update", [&]<class T>() {
+    for (size_t first = 0; first < k; first += backend_common::kMaxTensors) {
+      backend_common::AdamList<T> list{};
+      list.count = static_cast<int>(std::min<size_t>(backend_common::kMaxTensors, k - first));
+      list.start[0] = 0;
+      for (int t = 0; t < list.count; ++t) {
+        const size_t i = first + static_cast<size_t>(t);
+        list.g[t] = ptr<const T>(c.inputs[i]);
+        list.p[t] = ptr<T>(c.outputs[i]);
+        list.m[t] = ptr<T>(c.outputs[k + i]);
+        list.v[t] = ptr<T>(c.outputs[2 * k + i]);
+        list.start[t + 1] = list.start[t] + c.inputs[i].numel();
+      }
+      launch(adam_multi_kernel<T>, blocks_for(list.start[list.count]), Grid{kThreads}, 0, false, list,
+             kernels::AdamStep<compute_t<T>>(c.attrs.optim));
+    }
+  });
+}
+
 void adam_op(const KernelCall& c) {
   const int64_t n = c.outputs[0].numel();
   backend_common::dispatch_float(c.outputs[0].dtype(), "adam_update", [&]<class T>() {
@@ -49,6 +88,7 @@ void sgd_op(const KernelCall& c) {
 
 void register_optim(KernelTable& table) {
   table[OpId::AdamUpdate] = &adam_op;
+  table[OpId::AdamMultiUpdate] = &adam_multi_op;
   table[OpId::SgdUpdate] = &sgd_op;
 }
 

@@ -8,6 +8,7 @@
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/optim.h"
 #include "tessera/kernels/random_draw.h"
+#include "../common/tensor_list.h"
 #include "tessera/kernels/unary.h"
 
 namespace tessera::kokkos {
@@ -169,6 +170,34 @@ template <class T> void adam_impl(const KernelCall& c) {
     p[i] = static_cast<T>(pc), m[i] = static_cast<T>(mc), v[i] = static_cast<T>(vc);
   });
 }
+template <class T> void adam_multi_impl(const KernelCall& c) {
+  using C = compute_t<T>;
+  const size_t k = c.inputs.size();
+  const kernels::AdamStep<C> step(c.attrs.optim);
+  for (size_t first = 0; first < k; first += backend_common::kMaxTensors) {
+    backend_common::AdamList<T> list{};
+    list.count = static_cast<int>(std::min<size_t>(backend_common::kMaxTensors, k - first));
+    list.start[0] = 0;
+    for (int t = 0; t < list.count; ++t) {
+      const size_t i = first + static_cast<size_t>(t);
+      list.g[t] = ptr<const T>(c.inputs[i]);
+      list.p[t] = ptr<T>(c.outputs[i]);
+      list.m[t] = ptr<T>(c.outputs[k + i]);
+      list.v[t] = ptr<T>(c.outputs[2 * k + i]);
+      list.start[t + 1] = list.start[t] + c.inputs[i].numel();
+    }
+    for_n("adam_multi_update", list.start[list.count], KOKKOS_LAMBDA(int64_t i) {
+      const int t = list.find(i);
+      const int64_t j = i - list.start[t];
+      C pc = static_cast<C>(list.p[t][j]), mc = static_cast<C>(list.m[t][j]), vc = static_cast<C>(list.v[t][j]);
+      step(pc, mc, vc, static_cast<C>(list.g[t][j]));
+      list.p[t][j] = static_cast<T>(pc), list.m[t][j] = static_cast<T>(mc), list.v[t][j] = static_cast<T>(vc);
+    });
+  }
+}
+void adam_multi_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), "adam_multi_update", [&]<class T>() { adam_multi_impl<T>(c); });
+}
 void adam_op(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "adam_update", [&]<class T>() { adam_impl<T>(c); });
 }
@@ -205,6 +234,7 @@ void register_elementwise(KernelTable& table) {
   table[OpId::RandInt] = &random_op<RandomKind::integer>;
   table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;
   table[OpId::AdamUpdate] = &adam_op;
+  table[OpId::AdamMultiUpdate] = &adam_multi_op;
   table[OpId::SgdUpdate] = &sgd_op;
 }
 

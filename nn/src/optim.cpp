@@ -87,7 +87,52 @@ void SGD::step() {
   });
 }
 
+namespace {
+// The tensors of one multi-tensor launch: same dtype and device.
+struct AdamBatch {
+  DType dtype;
+  Device device;
+  std::vector<Tensor> params, grads, exp_avg, exp_avg_sq;
+};
+}  // namespace
+
 void Adam::step() {
+  if (fused_kernels()) {
+    // Multi-tensor apply: per parameter group, one adam_update_multi_ per (dtype, device) instead
+    // of a launch per parameter; the same per-element update, so the same bits.
+    NoGradGuard no_grad;
+    ++steps_;
+    for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+      const OptimOptions& o = param_groups()[gi].options;
+      OptimizerAttrs a;
+      a.lr = o.lr, a.weight_decay = o.weight_decay, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps;
+      a.bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(steps_));
+      a.bias_correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(steps_));
+      a.decoupled = decoupled_;
+      std::vector<AdamBatch> batches;
+      std::vector<std::pair<Tensor, Tensor>> copy_back;  // 16-bit parameter <- its f32 master weights
+      for (size_t pi = 0; pi < param_groups()[gi].params.size(); ++pi) {
+        Tensor& p = param_groups()[gi].params[pi];
+        if (!p.grad().defined()) continue;
+        Tensor target = p.detach(), g = p.grad().contiguous();
+        if (state_dtype(p) != p.dtype()) {
+          target = master_weights(gi, pi);
+          g = g.to(target.dtype());
+          copy_back.emplace_back(p, target);
+        }
+        auto it = std::find_if(batches.begin(), batches.end(),
+                               [&](const AdamBatch& b) { return b.dtype == target.dtype() && b.device == target.device(); });
+        if (it == batches.end()) it = batches.insert(batches.end(), AdamBatch{target.dtype(), target.device(), {}, {}, {}, {}});
+        it->params.push_back(target);
+        it->grads.push_back(g);
+        it->exp_avg.push_back(state(gi, pi, "exp_avg"));
+        it->exp_avg_sq.push_back(state(gi, pi, "exp_avg_sq"));
+      }
+      for (AdamBatch& b : batches) adam_update_multi_(b.params, b.grads, b.exp_avg, b.exp_avg_sq, a);
+      for (auto& [p, master] : copy_back) p.copy_(master);
+    }
+    return;
+  }
   for_each_update([this](size_t gi, size_t pi, Tensor& p, Tensor g, const OptimOptions& o) {
     // One fused kernel per parameter: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
     OptimizerAttrs a;
