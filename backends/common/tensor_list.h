@@ -4,6 +4,10 @@
 // start[t] is the first flat element of tensor t in the list's concatenated index space.
 #include <cstdint>
 
+#include <algorithm>
+
+#include "tessera/backend/kernel.h"
+#include "tessera/tensor.h"
 #include "tessera/kernels/macros.h"
 
 namespace tessera::backend_common {
@@ -28,5 +32,23 @@ template <class T> struct AdamList {
     return lo;
   }
 };
+
+/** The AdamMultiUpdate call's tensors first .. first + kMaxTensors (inputs: k grads; outputs:
+ *  k params, k exp_avg, k exp_avg_sq). */
+template <class T> AdamList<T> adam_list(const KernelCall& c, size_t first) {
+  const size_t k = c.inputs.size();
+  AdamList<T> list{};
+  list.count = static_cast<int>(std::min<size_t>(kMaxTensors, k - first));
+  list.start[0] = 0;
+  for (int t = 0; t < list.count; ++t) {
+    const size_t i = first + static_cast<size_t>(t);
+    list.g[t] = static_cast<const T*>(c.inputs[i].data_ptr());
+    list.p[t] = static_cast<T*>(c.outputs[i].data_ptr());
+    list.m[t] = static_cast<T*>(c.outputs[k + i].data_ptr());
+    list.v[t] = static_cast<T*>(c.outputs[2 * k + i].data_ptr());
+    list.start[t + 1] = list.start[t] + c.inputs[i].numel();
+  }
+  return list;
+}
 
 }  // namespace tessera::backend_common

@@ -52,17 +52,7 @@ void adam_multi_op(const KernelCall& c) {
   const size_t k = c.inputs.size();
   backend_common::dispatch_float(c.outputs[0].dtype(), "adam_multi_update", [&]<class T>() {
     for (size_t first = 0; first < k; first += backend_common::kMaxTensors) {
-      backend_common::AdamList<T> list{};
-      list.count = static_cast<int>(std::min<size_t>(backend_common::kMaxTensors, k - first));
-      list.start[0] = 0;
-      for (int t = 0; t < list.count; ++t) {
-        const size_t i = first + static_cast<size_t>(t);
-        list.g[t] = ptr<const T>(c.inputs[i]);
-        list.p[t] = ptr<T>(c.outputs[i]);
-        list.m[t] = ptr<T>(c.outputs[k + i]);
-        list.v[t] = ptr<T>(c.outputs[2 * k + i]);
-        list.start[t + 1] = list.start[t] + c.inputs[i].numel();
-      }
+      const auto list = backend_common::adam_list<T>(c, first);
       launch(adam_multi_kernel<T>, blocks_for(list.start[list.count]), Grid{kThreads}, 0, false, list,
              kernels::AdamStep<compute_t<T>>(c.attrs.optim));
     }

@@ -175,17 +175,7 @@ template <class T> void adam_multi_impl(const KernelCall& c) {
   const size_t k = c.inputs.size();
   const kernels::AdamStep<C> step(c.attrs.optim);
   for (size_t first = 0; first < k; first += backend_common::kMaxTensors) {
-    backend_common::AdamList<T> list{};
-    list.count = static_cast<int>(std::min<size_t>(backend_common::kMaxTensors, k - first));
-    list.start[0] = 0;
-    for (int t = 0; t < list.count; ++t) {
-      const size_t i = first + static_cast<size_t>(t);
-      list.g[t] = ptr<const T>(c.inputs[i]);
-      list.p[t] = ptr<T>(c.outputs[i]);
-      list.m[t] = ptr<T>(c.outputs[k + i]);
-      list.v[t] = ptr<T>(c.outputs[2 * k + i]);
-      list.start[t + 1] = list.start[t] + c.inputs[i].numel();
-    }
+    const auto list = backend_common::adam_list<T>(c, first);
     for_n("adam_multi_update", list.start[list.count], KOKKOS_LAMBDA(int64_t i) {
       const int t = list.find(i);
       const int64_t j = i - list.start[t];
