@@ -4,6 +4,7 @@
 #include "../common/dtype_dispatch.h"
 #include "../common/strided_loop.h"
 #include "cpu_backend.h"
+#include "tessera/kernels/activation.h"
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/unary.h"
 
@@ -102,9 +103,23 @@ void where_kernel(const KernelCall& c) {
     });
   });
 }
+// The backward of a fused linear + activation, from the layer's output (kernels/activation.h).
+void activation_backward_kernel(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), "activation_backward", [&]<class T>() {
+    using C = compute_t<T>;
+    const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
+    const T* y = static_cast<const T*>(c.inputs[1].data_ptr());
+    T* out = static_cast<T*>(c.outputs[0].data_ptr());
+    const Activation act = c.attrs.activation;
+    parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[i] = static_cast<T>(kernels::activation_grad_from_output(act, static_cast<C>(g[i]), static_cast<C>(y[i])));
+    });
+  });
+}
 }  // namespace
 
 void register_elementwise(KernelTable& table) {
+  table[OpId::ActivationBackward] = &activation_backward_kernel;
 #define TESSERA_UNARY_OP(id, name, fn, policy) table[OpId::id] = &unary_kernel<kernels::fn, DTypePolicy::policy>;
 #define TESSERA_BINARY_OP(id, name, fn, policy) table[OpId::id] = &binary_kernel<kernels::fn, DTypePolicy::policy>;
 #include "tessera/ops/op_list.inc"

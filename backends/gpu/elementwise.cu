@@ -1,6 +1,7 @@
 // Elementwise kernels: every unary/binary functor of core/kernels through one grid-stride
 // kernel each, plus where, copy (with dtype conversion), fill and the Philox random kernels.
 #include "common.h"
+#include "tessera/kernels/activation.h"
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/random_draw.h"
@@ -180,6 +181,21 @@ void fill_op(const KernelCall& c) {
   });
 }
 
+template <class T> TESSERA_GLOBAL void activation_backward_kernel(int64_t n, const T* g, const T* y, T* out, Activation act) {
+  using C = compute_t<T>;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    out[i] = static_cast<T>(kernels::activation_grad_from_output(act, static_cast<C>(g[i]), static_cast<C>(y[i])));
+  }
+}
+
+void activation_backward_op(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  backend_common::dispatch_float(out.dtype(), "activation_backward", [&]<class T>() {
+    launch(activation_backward_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<const T>(c.inputs[0]),
+           ptr<const T>(c.inputs[1]), ptr<T>(out), c.attrs.activation);
+  });
+}
+
 template <class T>
 TESSERA_GLOBAL void dropout_add_kernel(int64_t n, const T* x, const T* residual, T* out, uint64_t seed, uint64_t offset, float keep,
                                        double scale) {
@@ -221,6 +237,7 @@ void register_elementwise(KernelTable& table) {
   table[OpId::RandInt] = &random_op<RandomKind::integer>;
   table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;
   table[OpId::DropoutAdd] = &dropout_add_op;
+  table[OpId::ActivationBackward] = &activation_backward_op;
 }
 
 }  // namespace TESSERA_GPU_TARGET

@@ -7,6 +7,7 @@
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/optim.h"
+#include "tessera/kernels/activation.h"
 #include "tessera/kernels/random_draw.h"
 #include "../common/tensor_list.h"
 #include "tessera/kernels/unary.h"
@@ -134,6 +135,20 @@ template <class T, RandomKind K> void random_impl(const KernelCall& c) {
   for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::random_draw<T, K>(seed, offset, i, a, b); });
 }
 
+template <class T> void activation_backward_impl(const KernelCall& c) {
+  using C = compute_t<T>;
+  const T* g = ptr<const T>(c.inputs[0]);
+  const T* y = ptr<const T>(c.inputs[1]);
+  T* o = ptr<T>(c.outputs[0]);
+  const Activation act = c.attrs.activation;
+  for_n("activation_backward", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
+    o[i] = static_cast<T>(kernels::activation_grad_from_output(act, static_cast<C>(g[i]), static_cast<C>(y[i])));
+  });
+}
+void activation_backward_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), "activation_backward", [&]<class T>() { activation_backward_impl<T>(c); });
+}
+
 template <class T> void dropout_add_impl(const KernelCall& c) {
   const T* x = ptr<const T>(c.inputs[0]);
   const T* r = c.inputs[1].defined() ? ptr<const T>(c.inputs[1]) : nullptr;
@@ -220,6 +235,7 @@ void register_elementwise(KernelTable& table) {
   table[OpId::Fill] = &fill_op;
   table[OpId::RandUniform] = &random_op<RandomKind::uniform>;
   table[OpId::DropoutAdd] = &dropout_add_op;
+  table[OpId::ActivationBackward] = &activation_backward_op;
   table[OpId::RandNormal] = &random_op<RandomKind::normal>;
   table[OpId::RandInt] = &random_op<RandomKind::integer>;
   table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;

@@ -117,3 +117,32 @@ TEST_CASE("multi-tensor Adam/AdamW updates equal the per-parameter updates bit f
   std::vector<Tensor> p = {zeros({3}, DType::f32, device())}, g = {zeros({4}, DType::f32, device())}, m = p, v = p;
   TESSERA_CHECK_THROWS_WITH(adam_update_multi_(p, g, m, v, OptimizerAttrs{}), "adam_multi_update: gradient [4]");
 }
+
+TEST_CASE("fused linear + bias + activation backward matches the composed activation and linear gradients") {
+  const std::pair<Activation, const char*> acts[] = {{Activation::relu, "relu"}, {Activation::sigmoid, "sigmoid"},
+                                                     {Activation::tanh, "tanh"}, {Activation::gelu, "gelu"}};
+  uint64_t seed = 800;
+  for (DType dt : kFloatTypes) {
+    for (const auto& [act, name] : acts) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(name);
+      const Tensor x0 = make_input({2, 9, 24}, dt, ++seed, -1, 1), w0 = make_input({13, 24}, dt, ++seed, -1, 1);
+      const Tensor b0 = make_input({13}, dt, ++seed, -1, 1), gy = make_input({2, 9, 13}, dt, ++seed, -1, 1);
+      auto run = [&](bool fused) {
+        const FusedScope scope(fused);
+        Tensor x = x0.detach().set_requires_grad(), w = w0.detach().set_requires_grad(), b = b0.detach().set_requires_grad();
+        const Tensor y = linear(x, w, b, act);
+        backward({y}, {gy});
+        return std::tuple{y, x.grad(), w.grad(), b.grad()};
+      };
+      const auto [yf, gxf, gwf, gbf] = run(true);
+      const auto [yu, gxu, gwu, gbu] = run(false);
+      Tolerance tol = fused_tol(dt);
+      tol.atol = std::max(tol.atol, tol.rtol * 10);  // the composition rounds z once more in 16-bit dtypes
+      TESSERA_CHECK_CLOSE(yf, to_ref(yu), tol);
+      TESSERA_CHECK_CLOSE(gxf, to_ref(gxu), tol);
+      TESSERA_CHECK_CLOSE(gwf, to_ref(gwu), tol);
+      TESSERA_CHECK_CLOSE(gbf, to_ref(gbu), tol);
+    }
+  }
+}

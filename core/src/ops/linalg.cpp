@@ -1,6 +1,8 @@
 #include "tessera/ops/linalg.h"
 
 #include "tessera/autocast.h"
+#include "tessera/kernels/activation.h"
+#include "tessera/runtime.h"
 
 #include "autograd/record.h"
 #include "dispatch.h"
@@ -73,6 +75,30 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   if (autograd::needs_grad({&x, &weight, &bias})) {
+    if (activation != Activation::none && fused_kernels() && kernels::grad_from_output(activation)) {
+      // Fused training path: the GEMM epilogue applies bias and activation (the pre-activation
+      // is never stored), and the backward takes act' from the output in one elementwise kernel.
+      Tensor out;
+      {
+        NoGradGuard no_grad;
+        out = linear(x, weight, bias, activation);
+      }
+      autograd::record("linear", {x, weight, bias}, out,
+                       [xs = autograd::saved(x), w = autograd::saved(weight), y = autograd::saved(out), activation,
+                        has_bias = bias.defined()](const Tensor& g) {
+                         const int64_t n = w.size(0), k = w.size(1);
+                         Tensor dz = empty(y.shape(), y.dtype(), y.device());
+                         OpAttrs attrs;
+                         attrs.activation = activation;
+                         const Tensor in2[2] = {g.to(y.dtype()).contiguous(), y.contiguous()};
+                         if (dz.numel() > 0) detail::run_kernel(OpId::ActivationBackward, y.device(), in2, std::span<Tensor>(&dz, 1), attrs);
+                         const Tensor g2 = dz.reshape({-1, n});
+                         const Tensor x2 = xs.reshape({-1, k});
+                         return std::vector<Tensor>{matmul(g2, w).reshape(xs.shape()), matmul(g2.mT(), x2),
+                                                    has_bias ? sum(g2, {0}) : Tensor()};
+                       });
+      return out;
+    }
     if (activation != Activation::none) {
       // Training path: the activation is recorded as its own op so its derivative is known.
       const Tensor z = linear(x, weight, bias, Activation::none);
