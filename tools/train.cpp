@@ -2,27 +2,18 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "tessera/nn/file_io.h"
+#include "train_args.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/trainer.h"
 
 namespace tessera::tools {
 namespace {
-
-struct TrainArgs {
-  std::string model = "cnn", backend = "auto", optimizer = "adam", schedule = "cosine";
-  std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json;
-  std::string precision = "f32", param_dtype = "f32";
-  int64_t epochs = 5, batch_size = 128, limit = -1, test_limit = -1;
-  double lr = 1e-3, weight_decay = 0.0;
-  uint64_t seed = 0;
-  int threads = 0, workers = 1;
-  bool resume = false, quiet = false, graph = false;
-};
 
 Device pick_device(const std::string& backend) {
   if (backend != "auto") {
@@ -41,10 +32,19 @@ Device pick_device(const std::string& backend) {
   return kCPU;
 }
 
-void run_train(const TrainArgs& a) {
+void run_train(TrainArgs& a, const CLI::App& cmd) {
+  validate_train_args(a);
+  std::vector<std::string> resume_report;
+  if (a.resume && std::filesystem::exists(a.checkpoint)) {
+    const nn::Metadata meta = nn::read_safetensors_metadata(a.checkpoint);
+    const auto config = meta.find("config");
+    TESSERA_CHECK(config != meta.end(), "train", "'", a.checkpoint, "' is not a Tessera checkpoint (no run settings)");
+    resume_report = reconcile_resume(a, config->second, [&](const std::string& flag) { return cmd.count(flag) > 0; });
+    for (const std::string& line : resume_report) std::fprintf(stderr, "resume: %s\n", line.c_str());
+  }
   set_num_threads(a.threads);
   const Device device = pick_device(a.backend);
-  manual_seed(a.seed);
+  manual_seed(static_cast<uint64_t>(a.seed));
   nn::ImageSet train_set = nn::load_mnist_split(a.data, "train", a.limit);
   nn::ImageSet test_set = nn::load_mnist_split(a.data, "test", a.test_limit);
   const DType precision = nn::parse_precision(a.precision), param_dtype = nn::parse_precision(a.param_dtype);
@@ -60,11 +60,12 @@ void run_train(const TrainArgs& a) {
 
   nn::LoaderOptions lo;
   lo.batch_size = a.batch_size;
-  lo.seed = a.seed;
+  lo.seed = static_cast<uint64_t>(a.seed);
   lo.device = device;
   lo.workers = a.workers;
   lo.transforms = {nn::normalize({0.2860}, {0.3530})};  // Fashion-MNIST statistics
   nn::DataLoader train(std::move(train_set), lo);
+  TESSERA_CHECK(train.batches() > 0, "train", "no training batches: ", train.samples(), " images with --batch-size ", a.batch_size);
   lo.shuffle = false;
   lo.batch_size = 1000;
   nn::DataLoader test(std::move(test_set), lo);
@@ -73,10 +74,7 @@ void run_train(const TrainArgs& a) {
   if (a.schedule == "cosine") {
     scheduler = std::make_unique<nn::Scheduler>(*optimizer, std::make_shared<nn::CosineLR>(a.epochs * train.batches()));
   }
-  nlohmann::json config = {{"model", a.model},     {"optimizer", a.optimizer}, {"lr", a.lr},     {"epochs", a.epochs},
-                           {"batch_size", a.batch_size}, {"seed", a.seed},     {"limit", a.limit}, {"test_limit", a.test_limit}, {"schedule", a.schedule},
-                           {"precision", a.precision}, {"param_dtype", a.param_dtype},
-                           {"graph", a.graph}};
+  const nlohmann::json config = nlohmann::json::parse(train_config_json(a));
   if (!a.quiet) {
     std::printf("training %s (%lld parameters) on %s: %lld images, %lld epochs, batch %lld, %s lr %g (%s), precision %s%s\n",
                 a.model.c_str(), static_cast<long long>(model->num_parameters()), device.str().c_str(),
@@ -92,6 +90,10 @@ void run_train(const TrainArgs& a) {
   to.progress = !a.quiet && isatty(STDERR_FILENO);
   to.precision = precision;
   to.graph = a.graph;
+  to.on_nonfinite = a.on_nonfinite == "skip" ? nn::OnNonFinite::skip : nn::OnNonFinite::stop;
+  to.detect_anomaly = a.detect_anomaly;
+  to.reset_optimizer = a.reset_optimizer;
+  to.resume_lr = a.lr;
   if (a.graph && !DeviceGraph::supported(device) && !a.quiet) {
     std::printf("--graph: %s cannot capture graphs; running eagerly\n", device.str().c_str());
   }
@@ -125,45 +127,30 @@ void run_train(const TrainArgs& a) {
     for (const auto& h : history) {
       j["history"].push_back({{"epoch", h.epoch}, {"train_loss", h.train_loss}, {"test_loss", h.test.loss},
                               {"test_accuracy", h.test.accuracy}, {"samples_per_second", h.samples_per_second},
-                              {"step_ms", h.step_ms}, {"seconds", h.seconds}, {"graph_replays", h.graph_replays}});
+                              {"step_ms", h.step_ms}, {"seconds", h.seconds}, {"graph_replays", h.graph_replays},
+                              {"skipped_steps", h.skipped_steps}});
     }
-    std::ofstream out(a.json);
-    TESSERA_CHECK(out.good(), "train", "cannot write '", a.json, "'");
-    out << j.dump(2) << "\n";
+    if (!resume_report.empty()) j["resume_overrides"] = resume_report;
+    nn::write_file_atomic(a.json, j.dump(2) + "\n", "train --json");
   }
 }
+
+bool g_parse_only = false;
 }  // namespace
+
+void set_parse_only(bool on) { g_parse_only = on; }
 
 void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST");
   static TrainArgs a;
-  cmd->add_option("--model", a.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
-  cmd->add_option("--backend", a.backend, "auto, cpu, cuda[:i], hip[:i], kokkos, emulated")->capture_default_str();
-  cmd->add_option("--epochs", a.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--lr", a.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--weight-decay", a.weight_decay, "Weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}))->capture_default_str();
-  cmd->add_option("--schedule", a.schedule, "cosine or none")->check(CLI::IsMember({"cosine", "none"}))->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Random seed")->capture_default_str();
-  cmd->add_option("--threads", a.threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--workers", a.workers, "Data-loading threads")->check(CLI::Range(0, 64))->capture_default_str();
-  cmd->add_option("--data", a.data, "Directory with the IDX files")->capture_default_str();
-  cmd->add_option("--limit", a.limit, "Use only the first N training images")->check(CLI::PositiveNumber);
-  cmd->add_option("--precision", a.precision, "Compute precision: f32, bf16 or f16 (autocast; f16 adds loss scaling)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
-  cmd->add_option("--param-dtype", a.param_dtype, "Parameter dtype: f32 (master weights) or the --precision dtype (f32 optimizer state)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
-  cmd->add_option("--test-limit", a.test_limit, "Evaluate on only the first N test images")->check(CLI::PositiveNumber);
-  cmd->add_flag("--graph", a.graph, "Capture forward+backward once and replay it each step (emulated, CUDA, HIP)");
-  cmd->add_option("--checkpoint", a.checkpoint, "Checkpoint path (safetensors), written every epoch");
-  cmd->add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
-  cmd->add_option("--json", a.json, "Write a JSON summary here");
-  cmd->add_flag("--quiet", a.quiet, "Only print the result line");
-  cmd->callback([] {
-    TESSERA_CHECK(!a.resume || !a.checkpoint.empty(), "train", "--resume needs --checkpoint");
-    run_train(a);
+  a = TrainArgs{};
+  add_train_options(*cmd, a);
+  cmd->callback([cmd] {
+    if (g_parse_only) {
+      validate_train_args(a);
+      return;
+    }
+    run_train(a, *cmd);
   });
 }
 

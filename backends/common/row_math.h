@@ -32,7 +32,7 @@ template <class T> TESSERA_HD_INLINE void cross_entropy_row(const T* x, int64_t 
   const auto ld = [x](int64_t j) { return static_cast<double>(static_cast<compute_t<T>>(x[j])); };
   double mx = -INFINITY;
   for (int64_t j = 0; j < classes; ++j) mx = ld(j) > mx ? ld(j) : mx;
-  if (mx == INFINITY || mx == -INFINITY) mx = 0;
+  if (mx == -INFINITY) mx = 0;  // all -inf: shift by 0; a +inf logit makes the row NaN (PyTorch)
   double s = 0;
   for (int64_t j = 0; j < classes; ++j) s += ::exp(ld(j) - mx);
   const double lse = mx + ::log(s);

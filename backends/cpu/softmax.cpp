@@ -19,7 +19,8 @@ template <bool kLog> void softmax_kernel(const KernelCall& c) {
       C mx = -INFINITY;
       for (int64_t i = 0; i < lp.length; ++i) mx = std::max(mx, at(i));  // NaN handled by the sum below
       // An all -inf line would give (-inf) - (-inf) = NaN; shifting by 0 gives exp(-inf) = 0.
-      if (!std::isfinite(mx)) mx = std::isnan(mx) ? mx : C(0);
+      // A +inf max stays: inf - inf makes the whole line NaN, as in PyTorch.
+      if (mx == C(-INFINITY)) mx = 0;
       auto out_at = [&](int64_t i) -> T& { return *reinterpret_cast<T*>(out + i * lp.out_step); };
       if constexpr (!kLog && std::is_same_v<T, C>) {
         // Full-precision outputs hold exp(x - max) between the passes: one exp per element.

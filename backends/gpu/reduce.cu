@@ -215,7 +215,8 @@ template <class T, bool kLog> TESSERA_GLOBAL void softmax_rows_kernel(int64_t ro
     C mx = -INFINITY;
     for (int64_t j = thread_x(); j < len; j += block_dim_x()) mx = MaxC<C>{}(mx, static_cast<C>(row[j]));
     mx = block_reduce(mx, MaxC<C>{}, smem);
-    if (mx == C(INFINITY) || mx == C(-INFINITY)) mx = 0;  // all -inf rows: shift by 0, not inf
+    // All -inf rows: shift by 0, not -inf. A +inf max stays: inf - inf makes the whole row NaN, as in PyTorch.
+    if (mx == C(-INFINITY)) mx = 0;
     C s = 0;
     for (int64_t j = thread_x(); j < len; j += block_dim_x()) s += ::exp(static_cast<C>(row[j]) - mx);
     s = block_reduce(s, AddC<C>{}, smem);

@@ -93,7 +93,7 @@ template <class T, bool kLog> void softmax_rows(const char* name, const Tensor& 
     double mx = NanMax::init();
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, len), [&](int64_t j, double& m) { m = NanMax::merge(m, ld(x, j)); }, FunctorReducer<NanMax>(mx));
-    if (mx == INFINITY || mx == -INFINITY) mx = 0;  // all -inf rows: shift by 0, not inf
+    if (mx == -INFINITY) mx = 0;  // all -inf rows: shift by 0; a +inf max makes the row NaN (PyTorch)
     const double s = team_sum(team, len, [&](int64_t j) { return kmath::exp(ld(x, j) - mx); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int64_t j) {
       const double v = ld(x, j) - mx;

@@ -6,10 +6,26 @@
 
 namespace tessera {
 
-int64_t numel(const Shape& shape) {
+int64_t numel(const Shape& shape) { return checked_numel(shape, "numel"); }
+
+int64_t checked_numel(const Shape& shape, const char* op) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
+  bool overflow = false;
+  for (int64_t s : shape) {
+    TESSERA_CHECK(s >= 0, op, "negative size in shape ", shape_str(shape));
+    overflow |= __builtin_mul_overflow(n, s, &n);
+  }
+  // A zero anywhere makes the count 0 whatever the other sizes; otherwise any overflow is fatal.
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  TESSERA_CHECK(empty || !overflow, op, "shape ", shape_str(shape), " has more than 2^63 elements");
+  return empty ? 0 : n;
+}
+
+int64_t checked_nbytes(const Shape& shape, size_t itemsize, const char* op) {
+  int64_t bytes = 0;
+  TESSERA_CHECK(!__builtin_mul_overflow(checked_numel(shape, op), static_cast<int64_t>(itemsize), &bytes), op, "shape ",
+                shape_str(shape), " needs more than 2^63 bytes at ", itemsize, " bytes per element");
+  return bytes;
 }
 
 Strides contiguous_strides(const Shape& shape) {

@@ -189,8 +189,11 @@ Tensor Tensor::slice(int64_t axis, int64_t start, int64_t stop, int64_t step) co
   stop = std::max(clampi(stop), start);
   Shape shape = this->shape();
   Strides strides = this->strides();
-  shape[axis] = (stop - start + step - 1) / step;
-  strides[axis] *= step;
+  shape[axis] = stop == start ? 0 : 1 + (stop - start - 1) / step;  // no overflow for a huge step
+  if (shape[axis] > 1) {
+    TESSERA_CHECK(!__builtin_mul_overflow(strides[axis], step, &strides[axis]), "slice", "step ", step,
+                  " overflows the stride of axis ", axis);
+  }
   return record_view("slice", *this, with_geometry(*this, shape, strides, offset() + start * this->strides()[axis]),
                      scatter_back(*this, [=](const Tensor& gx) { return gx.slice(axis, start, stop, step); }));
 }
@@ -200,7 +203,9 @@ Tensor Tensor::narrow(int64_t axis, int64_t start, int64_t length) const {
   axis = normalize_axis(axis, dim(), "narrow");
   const int64_t n = shape()[axis];
   if (start < 0) start += n;
-  TESSERA_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow", "range [", start, ", ", start + length,
+  // Written so that no sum can overflow: start + length may not fit in int64_t.
+  TESSERA_CHECK(start >= 0 && length >= 0 && start <= n && length <= n - start, "narrow", "range [", start, ", ",
+                length <= INT64_MAX - std::max<int64_t>(start, 0) ? std::to_string(start + length) : "+" + std::to_string(length),
                 ") out of bounds for axis ", axis, " of size ", n);
   Shape shape = this->shape();
   shape[axis] = length;
@@ -242,6 +247,7 @@ Tensor Tensor::expand(const Shape& target) const {
     shape[i] = want;
     strides[i] = have == want ? this->strides()[i - lead] : 0;
   }
+  checked_numel(shape, "expand");
   // The engine sums incoming gradients down to the base's shape.
   return record_view("expand", *this, with_geometry(*this, shape, strides, offset()),
                      [](const Tensor& g) { return std::vector<Tensor>{g}; });

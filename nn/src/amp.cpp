@@ -1,5 +1,7 @@
 #include "tessera/nn/amp.h"
 
+#include <charconv>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -79,11 +81,22 @@ void GradScaler::load_state_dict(const std::map<std::string, std::string>& state
     TESSERA_CHECK(it != state.end(), "GradScaler load_state_dict", "missing '", key, "'");
     return it->second;
   };
-  const double s = std::stod(get("scale"));
+  // Whole-string numbers only: "stod"/"stoll" messages would not say which entry is corrupt.
+  auto number = [&]<class T>(const char* key, T) {
+    const std::string text = get(key);
+    T v{};
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    TESSERA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(), "GradScaler load_state_dict", "corrupt '",
+                  key, "' entry \"", text, "\"");
+    return v;
+  };
+  const double s = number("scale", 0.0);
   TESSERA_CHECK(s > 0 && std::isfinite(s), "GradScaler load_state_dict", "invalid scale ", s);
+  const int64_t tracker = number("growth_tracker", int64_t{0}), skipped = number("skipped_steps", int64_t{0});
+  TESSERA_CHECK(tracker >= 0 && skipped >= 0, "GradScaler load_state_dict", "negative counters");
   scale_ = s;
-  growth_tracker_ = std::stoll(get("growth_tracker"));
-  skipped_ = std::stoll(get("skipped_steps"));
+  growth_tracker_ = tracker;
+  skipped_ = skipped;
   unscaled_ = found_inf_ = false;
 }
 

@@ -95,6 +95,11 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     }
     TESSERA_CHECK(it->second.shape() == s->shape(), "load_state_dict", "shape mismatch for '", n, "': checkpoint has ",
                   shape_str(it->second.shape()), ", module has ", shape_str(s->shape()));
+    // Floating values may change precision (f32 checkpoint, bf16 model); anything else must
+    // match exactly: F32 bytes relabelled I32 would load as garbage integers.
+    const DType have = it->second.dtype(), want = s->dtype();
+    TESSERA_CHECK(have == want || (is_floating(have) && is_floating(want)), "load_state_dict", "dtype mismatch for '", n,
+                  "': checkpoint has ", have, ", module has ", want);
   }
   std::vector<std::string> unexpected;
   for (auto& [n, t] : state) {

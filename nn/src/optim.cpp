@@ -1,5 +1,7 @@
 #include "tessera/nn/optim.h"
 
+#include <charconv>
+
 #include <algorithm>
 #include <cmath>
 
@@ -61,7 +63,13 @@ void Optimizer::load_state_dict(const StateDict& state) {
     // state.<g>.<p>.<key>: the slot must exist and have the parameter's shape.
     const size_t a = k.find('.', 6), b = a == std::string::npos ? a : k.find('.', a + 1);
     TESSERA_CHECK(b != std::string::npos, "optimizer load_state_dict", "malformed key '", k, "'");
-    const size_t g = std::stoul(k.substr(6, a - 6)), p = std::stoul(k.substr(a + 1, b - a - 1));
+    auto index = [&](size_t from, size_t to) {
+      size_t v = 0;
+      const auto [end, ec] = std::from_chars(k.data() + from, k.data() + to, v);
+      TESSERA_CHECK(to > from && ec == std::errc() && end == k.data() + to, "optimizer load_state_dict", "malformed key '", k, "'");
+      return v;
+    };
+    const size_t g = index(6, a), p = index(a + 1, b);
     TESSERA_CHECK(g < groups_.size() && p < groups_[g].params.size(), "optimizer load_state_dict", "key '", k,
                   "' refers to a parameter this optimizer does not have");
     const Tensor& param = groups_[g].params[p];

@@ -11,10 +11,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tessera/nn/file_io.h"
+
 namespace tessera::nn {
 
 namespace {
 using json = nlohmann::json;
+constexpr uint64_t kMaxSafetensorsBytes = uint64_t{1} << 40;  // 1 TiB: a bound, not a policy
 
 const char* st_dtype(DType dt) {
   switch (dt) {
@@ -36,19 +39,6 @@ DType parse_st_dtype(const std::string& s, const std::string& path) {
     if (s == st_dtype(dt)) return dt;
   }
   throw Error(detail::concat("load_safetensors: '", path, "' uses dtype ", s, ", which Tessera does not support"));
-}
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw Error(detail::concat("save_safetensors: writing '", path, "' failed: ", std::strerror(errno)));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
 }
 
 // Test hook: TESSERA_TEST_CRASH_IN_SAVE=N kills the process with SIGKILL half-way through
@@ -80,42 +70,40 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
 
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  const std::string tmp = (dir / (target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  TESSERA_CHECK(fd >= 0, "save_safetensors", "cannot create '", tmp, "': ", std::strerror(errno));
+  AtomicFileWriter out(path, "save_safetensors");
+  const bool crash = crash_countdown() == 0;
+  out.write(len, 8);
+  out.write(text);
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (crash && i == host.size() / 2) ::raise(SIGKILL);
+    out.write(host[i].data_ptr(), host[i].nbytes());
+  }
+  out.commit();
+}
+
+Metadata read_safetensors_metadata(const std::string& path) {
+  // The header is at most a few MB for any real model; the bound keeps a crafted length from
+  // allocating gigabytes.
+  constexpr uint64_t kMaxHeader = uint64_t{100} << 20;
+  const std::string head = read_regular_file_prefix(path, "read_safetensors_metadata", 8 + kMaxHeader);
+  TESSERA_CHECK(head.size() >= 8, "read_safetensors_metadata", "'", path, "' is truncated (", head.size(), " bytes)");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[i]);
+  TESSERA_CHECK(n <= head.size() - 8, "read_safetensors_metadata", "'", path, "' is truncated or its header is over ", kMaxHeader, " bytes");
+  Metadata out;
   try {
-    const bool crash = crash_countdown() == 0;
-    write_all(fd, len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (size_t i = 0; i < host.size(); ++i) {
-      if (crash && i == host.size() / 2) ::raise(SIGKILL);
-      write_all(fd, host[i].data_ptr(), host[i].nbytes(), tmp);
+    const json header = json::parse(head.begin() + 8, head.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+    if (header.is_object() && header.contains("__metadata__")) {
+      for (const auto& [k, v] : header["__metadata__"].items()) out[k] = v.get<std::string>();
     }
-    TESSERA_CHECK(::fsync(fd) == 0, "save_safetensors", "fsync of '", tmp, "' failed: ", std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
+  } catch (const json::exception& e) {
+    throw Error(detail::concat("read_safetensors_metadata: '", path, "' has a corrupt header: ", e.what()));
   }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error(detail::concat("save_safetensors: cannot rename '", tmp, "' to '", path, "': ", why));
-  }
-  // Persist the rename itself.
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  return out;
 }
 
 SafetensorsContent load_safetensors(const std::string& path, Device device) {
-  std::ifstream in(path, std::ios::binary);
-  TESSERA_CHECK(in.good(), "load_safetensors", "cannot open '", path, "'");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_regular_file(path, "load_safetensors", kMaxSafetensorsBytes);
   TESSERA_CHECK(bytes.size() >= 8, "load_safetensors", "'", path, "' is truncated (", bytes.size(), " bytes)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -143,9 +131,9 @@ SafetensorsContent load_safetensors(const std::string& path, Device device) {
       const auto offsets = it->at("data_offsets").get<std::vector<uint64_t>>();
       TESSERA_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size, "load_safetensors", "'",
                     path, "': tensor '", it.key(), "' lies outside the data section (truncated file?)");
-      for (int64_t s : shape) TESSERA_CHECK(s >= 0, "load_safetensors", "'", path, "': negative size in '", it.key(), "'");
-      TESSERA_CHECK(offsets[1] - offsets[0] == static_cast<uint64_t>(numel(shape)) * itemsize(dt), "load_safetensors", "'",
-                    path, "': tensor '", it.key(), "' has ", offsets[1] - offsets[0], " bytes for shape ", shape_str(shape));
+      const std::string what = detail::concat("load_safetensors: '", path, "': tensor '", it.key(), "'");
+      const auto nbytes = static_cast<uint64_t>(checked_nbytes(shape, itemsize(dt), what.c_str()));
+      TESSERA_CHECK(offsets[1] - offsets[0] == nbytes, what, "has ", offsets[1] - offsets[0], " bytes for shape ", shape_str(shape));
       ranges.emplace_back(offsets[0], offsets[1]);
       Tensor t = empty(shape, dt);
       std::memcpy(t.data_ptr(), data + offsets[0], offsets[1] - offsets[0]);

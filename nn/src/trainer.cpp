@@ -1,6 +1,9 @@
 #include "tessera/nn/trainer.h"
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
@@ -120,7 +123,13 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     graph = std::make_unique<StepGraph>(model_.parameters(), [this](const Batch& batch) { return forward_backward(batch, 1); });
   }
   int64_t first_epoch = 0;
-  if (o.resume && !o.checkpoint.empty() && std::filesystem::exists(o.checkpoint)) first_epoch = load_checkpoint(o.checkpoint);
+  if (o.resume && !o.checkpoint.empty() && std::filesystem::exists(o.checkpoint)) {
+    first_epoch = load_checkpoint(o.checkpoint, o.reset_optimizer);
+    if (o.resume_lr && !scheduler_) {
+      for (ParamGroup& g : optimizer_.param_groups()) g.options.lr = *o.resume_lr;
+    }
+  }
+  const AnomalyGuard anomaly(o.detect_anomaly || anomaly_detection());
   std::vector<EpochStats> history;
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
     model_.train();
@@ -129,7 +138,8 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     train.start_epoch(epoch);
     const auto t0 = Clock::now();
     double loss_sum = 0, step_seconds = 0;
-    int64_t batches = 0, samples = 0, steps = 0;
+    int64_t batches = 0, samples = 0, steps = 0, finite_batches = 0;
+    bool poisoned = false;  // a non-finite loss or gradient in the current accumulation window
     Batch b;
     optimizer_.zero_grad();
     auto step_start = Clock::now();
@@ -137,14 +147,29 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
       if (batches % o.grad_accumulation == 0) step_start = Clock::now();
       const Tensor loss = graph ? graph->step(b, optimizer_.steps()) : forward_backward(b, o.grad_accumulation);
       const double l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
-      loss_sum += l;
       ++batches;
       samples += b.y.numel();
+      // With a GradScaler a non-finite loss is its business (it skips the step and backs off).
+      if (!std::isfinite(l) && !scaler_) {
+        if (o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss", l, epoch, batches, o);
+        poisoned = true;
+      } else if (std::isfinite(l)) {
+        loss_sum += l;
+        ++finite_batches;
+      }
       const bool last = batches == train.batches();
       if (batches % o.grad_accumulation == 0 || last) {
         if (scaler_) scaler_->unscale_(optimizer_);  // clipping sees the true gradients
-        if (o.clip_norm > 0) clip_grad_norm_(model_.parameters(), o.clip_norm);
-        if (scaler_) {
+        // A finite loss can still back-propagate to an Inf gradient (an overflow in backward).
+        if (!scaler_ && !poisoned && !grads_finite()) {
+          if (o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("gradient", NAN, epoch, batches, o);
+          poisoned = true;
+        }
+        if (o.clip_norm > 0 && !poisoned) clip_grad_norm_(model_.parameters(), o.clip_norm);
+        if (poisoned) {
+          ++st.skipped_steps;  // the parameters never see this window's gradients
+          poisoned = false;
+        } else if (scaler_) {
           scaler_->step(optimizer_);
           scaler_->update();
         } else {
@@ -160,7 +185,7 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     }
     if (o.progress) std::fprintf(stderr, "\n");
     st.seconds = since(t0);
-    st.train_loss = batches ? loss_sum / static_cast<double>(batches) : 0;
+    st.train_loss = finite_batches ? loss_sum / static_cast<double>(finite_batches) : NAN;
     st.samples_per_second = st.seconds > 0 ? static_cast<double>(samples) / st.seconds : 0;
     st.step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0;
     st.graph_replays = graph ? graph->take_replays() : 0;
@@ -172,12 +197,42 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
   return history;
 }
 
+bool Trainer::grads_finite() const {
+  // g * 0 is 0 for finite g and NaN otherwise: summed on each device, one sync per device.
+  NoGradGuard no_grad;
+  std::vector<std::pair<Device, Tensor>> probes;
+  for (const Tensor& p : model_.parameters()) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const Tensor probe = sum(mul(g, 0.0)).to(DType::f32);
+    auto it = std::find_if(probes.begin(), probes.end(), [&](const auto& q) { return q.first == g.device(); });
+    if (it == probes.end()) probes.emplace_back(g.device(), probe);
+    else it->second = add(it->second, probe);
+  }
+  for (const auto& [device, probe] : probes) {
+    if (!std::isfinite(probe.item<double>())) return false;
+  }
+  return true;
+}
+
+void Trainer::throw_nonfinite(const char* what, double value, int64_t epoch, int64_t batch, const TrainOptions& o) const {
+  throw Error(detail::concat("train: non-finite ", what, std::isnan(value) ? "" : detail::concat(" (", value, ")"), " at step ",
+                             optimizer_.steps() + 1, " (epoch ", epoch + 1, ", batch ", batch, "); stopped before the update reached the parameters",
+                             o.checkpoint.empty() ? std::string() : "; the last checkpoint '" + o.checkpoint + "' is kept",
+                             ". Lower the learning rate, use --on-nonfinite skip, or --detect-anomaly to find the op"));
+}
+
 void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config) const {
   StateDict tensors;
   for (auto& [k, t] : model_.state_dict()) tensors["model." + k] = t;
   for (auto& [k, t] : optimizer_.state_dict()) tensors["optimizer." + k] = t;
+  // Never replace a good checkpoint with a poisoned one.
+  for (const auto& [k, t] : tensors) {
+    TESSERA_CHECK(all_finite(t), "save_checkpoint", "'", k, "' holds NaN or Inf values; '", path, "' is left as it was");
+  }
   Metadata meta;
   meta["format"] = "tessera-checkpoint-1";
+  meta["optimizer"] = optimizer_.name();
   meta["epoch"] = std::to_string(epochs_done);
   meta["step"] = std::to_string(optimizer_.steps());
   meta["scheduler_step"] = std::to_string(scheduler_ ? scheduler_->steps() : 0);
@@ -190,7 +245,22 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, cons
   save_safetensors(path, tensors, meta);
 }
 
-int64_t Trainer::load_checkpoint(const std::string& path) {
+namespace {
+// A counter from checkpoint metadata: a whole non-negative decimal number, or a clear error
+// (std::stoll would say only "stoll", and accept "-3" or "12abc").
+uint64_t parse_counter(const Metadata& meta, const char* key, const std::string& path) {
+  auto it = meta.find(key);
+  TESSERA_CHECK(it != meta.end(), "load_checkpoint", "'", path, "' is not a Tessera checkpoint (no '", key, "')");
+  const std::string& text = it->second;
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  TESSERA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(), "load_checkpoint", "'", path,
+                "' has a corrupt '", key, "' entry \"", text, "\" (expected a non-negative integer)");
+  return v;
+}
+}  // namespace
+
+int64_t Trainer::load_checkpoint(const std::string& path, bool reset_optimizer) {
   const SafetensorsContent c = load_safetensors(path);
   auto meta = [&](const char* key) {
     auto it = c.metadata.find(key);
@@ -198,16 +268,32 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
     return it->second;
   };
   TESSERA_CHECK(meta("format") == "tessera-checkpoint-1", "load_checkpoint", "'", path, "' has unknown format ", meta("format"));
+  // Validate everything before changing anything.
+  constexpr uint64_t kMaxCount = uint64_t{1} << 53;
+  const uint64_t epoch = parse_counter(c.metadata, "epoch", path), scheduler_step = parse_counter(c.metadata, "scheduler_step", path);
+  const uint64_t step = parse_counter(c.metadata, "step", path);
+  const uint64_t rng_seed = parse_counter(c.metadata, "rng_seed", path), rng_offset = parse_counter(c.metadata, "rng_offset", path);
+  TESSERA_CHECK(epoch < kMaxCount && step < kMaxCount && scheduler_step < kMaxCount, "load_checkpoint", "'", path,
+                "' has implausible counters (epoch ", epoch, ", step ", step, ")");
   StateDict model_state, optim_state;
   for (const auto& [k, t] : c.tensors) {
+    TESSERA_CHECK(all_finite(t), "load_checkpoint", "'", path, "': '", k, "' holds NaN or Inf values");
     if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
     else if (k.rfind("optimizer.", 0) == 0) optim_state[k.substr(10)] = t;
+  }
+  if (!reset_optimizer) {
+    if (auto it = c.metadata.find("optimizer"); it != c.metadata.end()) {
+      TESSERA_CHECK(it->second == optimizer_.name(), "load_checkpoint", "'", path, "' was trained with ", it->second,
+                    ", this run uses ", optimizer_.name(), " (pass --reset-optimizer to start ", optimizer_.name(), " afresh)");
+    }
+    TESSERA_CHECK(optim_state.count("steps"), "load_checkpoint", "'", path,
+                  "' holds no optimizer state (pass --reset-optimizer to start the optimizer afresh)");
   }
   const Device device = model_.parameters().empty() ? kCPU : model_.parameters().front().device();
   for (auto& [k, t] : model_state) t = t.to(device);
   model_.load_state_dict(model_state);
-  optimizer_.load_state_dict(optim_state);
-  if (scheduler_) scheduler_->set_step(std::stoll(meta("scheduler_step")));
+  if (!reset_optimizer) optimizer_.load_state_dict(optim_state);
+  if (scheduler_) scheduler_->set_step(static_cast<int64_t>(scheduler_step));
   if (scaler_) {
     std::map<std::string, std::string> scaler_state;
     for (const auto& [k, v] : c.metadata) {
@@ -215,9 +301,9 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
     }
     if (!scaler_state.empty()) scaler_->load_state_dict(scaler_state);
   }
-  default_generator().manual_seed(std::stoull(meta("rng_seed")));
-  default_generator().set_offset(std::stoull(meta("rng_offset")));
-  return std::stoll(meta("epoch"));
+  default_generator().manual_seed(rng_seed);
+  default_generator().set_offset(rng_offset);
+  return static_cast<int64_t>(epoch);
 }
 
 }  // namespace tessera::nn

@@ -37,7 +37,7 @@ TEST_CASE("dtype problems name the dtypes") {
   TESSERA_CHECK_THROWS_WITH(matmul(f, i), "matmul: dtypes differ: float32 and int64");
   TESSERA_CHECK_THROWS_WITH(mean(i), "mean: expected a floating dtype, got int64");
   TESSERA_CHECK_THROWS_WITH(neg(b), "neg: not supported for dtype bool");
-  TESSERA_CHECK_THROWS_WITH(add(b, b), "add: not supported for dtype bool");
+  TESSERA_CHECK_THROWS_WITH(sub(b, b), "sub: not supported for dtype bool");
   TESSERA_CHECK_THROWS_WITH(where(f, f, f), "where: condition must be bool, got float32");
   TESSERA_CHECK_THROWS_WITH(rand({2}, DType::i32, device()), "rand: expected a floating dtype, got int32");
   TESSERA_CHECK_THROWS_WITH(f.data<double>(), "data: tensor has dtype float32, requested float64");

@@ -60,6 +60,29 @@ class NoGradGuard {
 };
 
 /**
+ * Anomaly detection (off by default; process-wide): every recorded op checks its output and
+ * the backward pass checks every gradient it computes, throwing tessera::Error naming the first
+ * op that produced a NaN or Inf ("anomaly: forward of 'log' produced ..."). One host sync per
+ * op: a debugging mode, like torch.autograd.detect_anomaly.
+ */
+bool anomaly_detection();
+void set_anomaly_detection(bool on);
+
+class AnomalyGuard {
+ public:
+  explicit AnomalyGuard(bool on = true) : prev_(anomaly_detection()) { set_anomaly_detection(on); }
+  ~AnomalyGuard() { set_anomaly_detection(prev_); }
+  AnomalyGuard(const AnomalyGuard&) = delete;
+  AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/** True when every element of `t` is finite (integer and bool tensors always are); syncs. */
+bool all_finite(const Tensor& t);
+
+/**
  * Back-propagates from `roots` with `grads` (one per root; undefined means ones for a
  * scalar root). Throws if a root does not require grad or a non-scalar root has no grad.
  */

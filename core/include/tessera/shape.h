@@ -10,8 +10,15 @@ namespace tessera {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
-/** Product of the sizes (1 for a 0-d shape). */
+/** Product of the sizes (1 for a 0-d shape); throws when it does not fit in int64_t. */
 int64_t numel(const Shape& shape);
+/**
+ * The one place a shape becomes an element or byte count: throws tessera::Error
+ * "<op>: shape [..] has a negative size" or "... has more than 2^63 elements/bytes" instead
+ * of wrapping around (a wrapped count allocates a small buffer that kernels then overrun).
+ */
+int64_t checked_numel(const Shape& shape, const char* op);
+int64_t checked_nbytes(const Shape& shape, size_t itemsize, const char* op);
 /** Row-major strides for `shape`. */
 Strides contiguous_strides(const Shape& shape);
 /** "[2, 3]" — the form every error message uses. */

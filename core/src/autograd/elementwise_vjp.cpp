@@ -82,10 +82,13 @@ void record_binary(OpId op, const Tensor& a_in, const Tensor& b_in, Tensor& out)
       break;
     case OpId::Pow:
       fn = [a, b, y](const Tensor& g) {
-        // d/da = b * a^(b-1); d/db = a^b * log(a), taken as 0 where a == 0 (like PyTorch).
-        const Tensor ga = mul(g, mul(b, pow(a, sub(b, 1))));
+        // d/da = b * a^(b-1), 0 where b == 0 (0^0 would give 0 * inf); d/db = a^b * log(a), 0 where
+        // a == 0 and b >= 0. Both as PyTorch's pow_backward.
+        const Tensor zero = zeros({}, g.dtype(), g.device());
+        const Tensor ga = where(eq(b, 0), zero, mul(g, mul(b, pow(a, sub(b, 1)))));
         const Tensor logs = where(eq(a, 0), zeros_like(a), log(a));
-        return std::vector<Tensor>{ga, mul(g, mul(y, logs))};
+        const Tensor gb = where(logical_and(eq(a, 0), ge(b, 0)), zero, mul(g, mul(y, logs)));
+        return std::vector<Tensor>{ga, gb};
       };
       break;
     case OpId::Maximum:

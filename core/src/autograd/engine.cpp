@@ -1,5 +1,7 @@
 // The backward engine and the Tensor autograd methods.
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,6 +14,7 @@ namespace tessera {
 
 namespace {
 thread_local bool t_grad_enabled = true;
+std::atomic<bool> g_anomaly{false};
 
 AutogradMeta* meta_of(const Tensor& t) { return t.defined() ? t.impl().autograd.get() : nullptr; }
 AutogradMeta& ensure_meta(const Tensor& t) {
@@ -87,6 +90,14 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 }
 
 void record(const char* name, std::vector<Tensor> inputs, Tensor& out, BackwardFn fn) {
+  if (g_anomaly.load(std::memory_order_relaxed) && !all_finite(out)) {
+    throw Error(detail::concat("anomaly: forward of '", name, "' produced a non-finite value (output ", shape_str(out.shape()),
+                               " ", out.dtype(), ", inputs", [&] {
+                                 std::string s;
+                                 for (const Tensor& in : inputs) s += " " + (in.defined() ? shape_str(in.shape()) : "-");
+                                 return s;
+                               }(), ")"));
+  }
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
   node->next.reserve(inputs.size());
   for (const Tensor& in : inputs) {
@@ -173,6 +184,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (replaced.defined()) grad = replaced;
     }
     std::vector<Tensor> in_grads = node->apply(grad);
+    if (g_anomaly.load(std::memory_order_relaxed)) {
+      for (size_t i = 0; i < in_grads.size(); ++i) {
+        TESSERA_CHECK(!in_grads[i].defined() || all_finite(in_grads[i]), "anomaly", "backward of '", node->name(),
+                      "' produced a non-finite gradient for its input ", i, " ", shape_str(in_grads[i].shape()),
+                      all_finite(grad) ? " from a finite incoming gradient" : "");
+      }
+    }
     if (!retain_graph) node->release();
     for (size_t i = 0; i < node->next.size(); ++i) {
       const Edge& e = node->next[i];
@@ -190,6 +208,16 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       }
     }
   }
+}
+
+bool anomaly_detection() { return g_anomaly.load(std::memory_order_relaxed); }
+void set_anomaly_detection(bool on) { g_anomaly.store(on, std::memory_order_relaxed); }
+
+bool all_finite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
+  NoGradGuard no_grad;
+  // x * 0 is 0 for finite x and NaN for NaN or Inf: one reduction and one sync.
+  return std::isfinite(sum(mul(t.detach(), 0.0)).item<double>());
 }
 
 // ---- Tensor methods ----

@@ -31,8 +31,7 @@ Tensor from_host_bytes(const void* src, const Shape& shape, DType dtype, Device 
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  check_shape(shape, "empty");
-  const size_t nbytes = static_cast<size_t>(numel(shape)) * itemsize(dtype);
+  const auto nbytes = static_cast<size_t>(checked_nbytes(shape, itemsize(dtype), "empty"));
   auto storage = std::make_shared<Storage>(device, nbytes);
   return detail::make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }

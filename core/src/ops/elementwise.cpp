@@ -32,6 +32,9 @@ Tensor unary(OpId op, const Tensor& x) {
 // Runs binary `op` on operands already known to share a device, computing in `common`.
 Tensor binary_in(OpId op, const Tensor& a, const Tensor& b, DType common) {
   const char* name = name_of(op);
+  // As in PyTorch: bool + bool is a logical or, bool * bool a logical and (other arithmetic
+  // on bools is an error below). Messages keep the name the user called.
+  if (common == DType::boolean && (op == OpId::Add || op == OpId::Mul)) op = op == OpId::Add ? OpId::LogicalOr : OpId::LogicalAnd;
   const DTypePolicy policy = op_info(op).policy;
   DType compute = common, result = common;
   switch (policy) {
@@ -176,12 +179,36 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   return where(cond, full({}, a, with_scalar(b.dtype(), a), b.device()), b);
 }
 
+// clamp has its own gradient rule rather than minimum/maximum's: at exactly lo or hi the input
+// gets the whole gradient (maximum/minimum would split ties 50/50), and tensor bounds get it only
+// where they are the result -- PyTorch's clamp_backward_min_max.
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
+  detail::check_defined(x, "clamp", "input");
+  detail::check_defined(lo, "clamp", "min");
+  detail::check_defined(hi, "clamp", "max");
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = minimum(maximum(x, lo), hi);
+  }
+  if (autograd::needs_grad({&x, &lo, &hi}) && is_floating(out.dtype())) {
+    autograd::record("clamp", {x, lo, hi}, out, [x = x.detach(), lo = lo.detach(), hi = hi.detach()](const Tensor& g) {
+      const Tensor zero = zeros({}, g.dtype(), g.device());
+      const Tensor gx = where(logical_and(ge(x, lo), le(x, hi)), g, zero);
+      const Tensor glo = where(logical_and(lt(x, lo), lt(lo, hi)), g, zero);
+      const Tensor ghi = where(logical_or(gt(x, hi), lt(hi, lo)), g, zero);
+      return std::vector<Tensor>{gx, glo, ghi};
+    });
+  }
+  return out;
+}
 Tensor clamp(const Tensor& x, Scalar lo, Scalar hi) {
   TESSERA_CHECK(lo.to_double() <= hi.to_double(), "clamp", "min ", lo.to_double(), " is greater than max ",
                 hi.to_double());
-  return minimum(maximum(x, lo), hi);
+  detail::check_defined(x, "clamp", "input");
+  const DType dt = with_scalar(with_scalar(x.dtype(), lo), hi);
+  return clamp(x, full({}, lo, dt, x.device()), full({}, hi, dt, x.device()));
 }
-Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) { return minimum(maximum(x, lo), hi); }
 
 Tensor lerp(const Tensor& a, const Tensor& b, Scalar w) { return add(a, mul(sub(b, a), w)); }
 Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w) { return add(a, mul(sub(b, a), w)); }

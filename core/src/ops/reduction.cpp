@@ -169,8 +169,27 @@ Tensor var(const Tensor& x, const Axes& axes, int64_t correction, bool keepdim) 
   return div(sum(square(deviation), axes, keepdim), Scalar(denom));
 }
 
+namespace {
+// sqrt whose gradient is 0 where the result is 0 instead of g * 0.5 / 0 = inf (which the chain
+// rule then multiplies by a zero to give NaN): std of a constant slice and the 2-norm of a zero
+// vector take the subgradient 0, as in PyTorch, so one constant feature cannot poison a run.
+Tensor sqrt_zero_subgradient(const Tensor& v, const char* name) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sqrt(v);
+  }
+  if (autograd::needs_grad({&v})) {
+    autograd::record(name, {v}, out, [y = autograd::saved(out)](const Tensor& g) {
+      return std::vector<Tensor>{where(eq(y, 0), zeros({}, g.dtype(), g.device()), div(mul(g, 0.5), y))};
+    });
+  }
+  return out;
+}
+}  // namespace
+
 Tensor std(const Tensor& x, const Axes& axes, int64_t correction, bool keepdim) {
-  return sqrt(var(x, axes, correction, keepdim));
+  return sqrt_zero_subgradient(var(x, axes, correction, keepdim), "std");
 }
 
 Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdim) {
@@ -188,9 +207,23 @@ Tensor norm(const Tensor& x, double p, const Axes& axes, bool keepdim) {
   detail::check_floating(x, "norm");
   TESSERA_CHECK(p > 0, "norm", "p must be positive, got ", p);
   if (p == 1.0) return sum(abs(x), axes, keepdim);
-  if (p == 2.0) return sqrt(sum(square(x), axes, keepdim));
+  if (p == 2.0) return sqrt_zero_subgradient(sum(square(x), axes, keepdim), "norm");
   if (std::isinf(p)) return amax(abs(x), axes, keepdim);
-  return pow(sum(pow(abs(x), Scalar(p)), axes, keepdim), Scalar(1.0 / p));
+  // d||x||_p / dx = sign(x) |x|^(p-1) / ||x||^(p-1), taken as 0 where the norm is 0 (PyTorch).
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = pow(sum(pow(abs(x), Scalar(p)), axes, keepdim), Scalar(1.0 / p));
+  }
+  if (autograd::needs_grad({&x})) {
+    const Shape kept = reduced_shape(x.shape(), normalize_axes(axes, x.dim(), "norm"), true);
+    autograd::record("norm", {x}, out, [xs = autograd::saved(x), y = autograd::saved(out), kept, p](const Tensor& g) {
+      const Tensor yk = y.reshape(kept), gk = g.reshape(kept);
+      const Tensor d = div(mul(sign(xs), pow(abs(xs), Scalar(p - 1))), pow(yk, Scalar(p - 1)));
+      return std::vector<Tensor>{where(eq(yk, 0), zeros({}, g.dtype(), g.device()), mul(gk, d))};
+    });
+  }
+  return out;
 }
 
 Tensor any(const Tensor& x, const Axes& axes, bool keepdim) {

@@ -26,5 +26,7 @@ struct SafetensorsContent {
 };
 /** Reads a safetensors file; throws tessera::Error naming the file on any inconsistency. */
 SafetensorsContent load_safetensors(const std::string& path, Device device = kCPU);
+/** Only the "__metadata__" of a safetensors file (reads the header, not the data). */
+Metadata read_safetensors_metadata(const std::string& path);
 
 }  // namespace tessera::nn

@@ -3,6 +3,7 @@
 // per-step LR schedule, evaluation, metrics, callbacks and atomic safetensors checkpoints
 // from which a run resumes bit-identically.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct EpochStats {
   double step_ms = 0;           ///< mean wall time of an optimizer step (forward + backward + update)
   double seconds = 0;           ///< wall time of the epoch's training part
   int64_t graph_replays = 0;    ///< steps run by replaying the captured graph (TrainOptions::graph)
+  int64_t skipped_steps = 0;    ///< optimizer steps dropped for a non-finite loss or gradient (OnNonFinite::skip)
+};
+
+/** What fit() does when a loss or gradient is NaN or Inf. */
+enum class OnNonFinite {
+  stop,  ///< throw tessera::Error naming the step, before the update reaches the parameters
+  skip,  ///< drop that optimizer step (its accumulated gradients) and go on
 };
 
 struct TrainOptions {
@@ -44,6 +52,12 @@ struct TrainOptions {
    *  every batch of the captured shape; the optimizer step stays eager. Falls back to eager
    *  steps where the device cannot capture, with gradient accumulation or loss scaling. */
   bool graph = false;
+  OnNonFinite on_nonfinite = OnNonFinite::stop;
+  bool detect_anomaly = false;     ///< autograd anomaly mode for the run: names the first op making a NaN/Inf
+  bool reset_optimizer = false;    ///< resume: restore the model and counters, start the optimizer afresh
+  /** resume: this learning rate replaces the checkpoint's (without a scheduler; a scheduler
+   *  applies its schedule to the learning rate the optimizer was built with). */
+  std::optional<double> resume_lr;
   std::function<void(const EpochStats&)> on_epoch_end;
   std::function<void(int64_t step, double loss)> on_step_end;
 };
@@ -58,9 +72,15 @@ class Trainer {
   /** Mean loss and accuracy (argmax over axis 1) in eval mode without recording gradients. */
   EvalStats evaluate(DataLoader& loader);
 
+  /** Throws (and leaves `path` untouched) when a parameter or optimizer state is NaN or Inf. */
   void save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config) const;
-  /** Restores model, optimizer, scheduler, RNG and counters; returns the completed epochs. */
-  int64_t load_checkpoint(const std::string& path);
+  /**
+   * Restores model, optimizer, scheduler, RNG and counters; returns the completed epochs. The
+   * whole file is validated before anything changes: non-finite values, corrupt counters, a
+   * different optimizer or missing optimizer state are errors (the last two unless
+   * `reset_optimizer`, which keeps this optimizer's fresh state).
+   */
+  int64_t load_checkpoint(const std::string& path, bool reset_optimizer = false);
 
  private:
   Module& model_;
@@ -70,6 +90,8 @@ class Trainer {
   DType precision_ = DType::f32;   // of the fit() in progress (evaluate() follows it)
   GradScaler* scaler_ = nullptr;   // of the fit() in progress (saved with checkpoints)
   Tensor forward_backward(const Batch& b, int64_t grad_accumulation);
+  bool grads_finite() const;
+  [[noreturn]] void throw_nonfinite(const char* what, double value, int64_t epoch, int64_t batch, const TrainOptions& o) const;
 };
 
 }  // namespace tessera::nn

@@ -1,0 +1,164 @@
+#include "train_args.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "tessera/error.h"
+#include "tessera/nn/file_io.h"
+
+namespace tessera::tools {
+
+namespace {
+using json = nlohmann::json;
+
+// A floating-point option must be a finite number in range: CLI11's PositiveNumber lets "inf"
+// through, NonNegativeNumber lets "nan" through (every comparison with NaN is false).
+CLI::Validator finite_at_least(double lo, bool inclusive) {
+  return CLI::Validator(
+      [lo, inclusive](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "'" + text + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(v)) return "must be finite, got " + text;
+        if (inclusive ? v < lo : v <= lo) return "must be " + std::string(inclusive ? ">= " : "> ") + std::to_string(lo) + ", got " + text;
+        return {};
+      },
+      inclusive ? "FINITE>=0" : "FINITE>0");
+}
+}  // namespace
+
+void add_train_options(CLI::App& cmd, TrainArgs& a) {
+  // Integer bounds keep every product with them (epochs x batches, batch x features) far from
+  // int64_t overflow; values outside are refused rather than wrapped.
+  constexpr int64_t kMaxEpochs = 1'000'000, kMaxBatch = 1 << 20, kMaxCount = int64_t{1} << 40;
+  cmd.add_option("--model", a.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  cmd.add_option("--backend", a.backend, "auto, cpu, cuda[:i], hip[:i], kokkos, emulated")->capture_default_str();
+  cmd.add_option("--epochs", a.epochs, "Epochs")->check(CLI::Range(int64_t{1}, kMaxEpochs))->capture_default_str();
+  cmd.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{kMaxBatch}))->capture_default_str();
+  cmd.add_option("--lr", a.lr, "Learning rate")->check(finite_at_least(0, false))->capture_default_str();
+  cmd.add_option("--weight-decay", a.weight_decay, "Weight decay")->check(finite_at_least(0, true))->capture_default_str();
+  cmd.add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}))->capture_default_str();
+  cmd.add_option("--schedule", a.schedule, "cosine or none")->check(CLI::IsMember({"cosine", "none"}))->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Random seed (0 to 2^63-1)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
+  cmd.add_option("--workers", a.workers, "Data-loading threads")->check(CLI::Range(0, 64))->capture_default_str();
+  cmd.add_option("--data", a.data, "Directory with the IDX files")->capture_default_str();
+  cmd.add_option("--limit", a.limit, "Use only the first N training images")->check(CLI::Range(int64_t{1}, kMaxCount));
+  cmd.add_option("--precision", a.precision, "Compute precision: f32, bf16 or f16 (autocast; f16 adds loss scaling)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  cmd.add_option("--param-dtype", a.param_dtype, "Parameter dtype: f32 (master weights) or the --precision dtype (f32 optimizer state)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  cmd.add_option("--test-limit", a.test_limit, "Evaluate on only the first N test images")->check(CLI::Range(int64_t{1}, kMaxCount));
+  cmd.add_flag("--graph", a.graph, "Capture forward+backward once and replay it each step (emulated, CUDA, HIP)");
+  cmd.add_option("--on-nonfinite", a.on_nonfinite, "NaN/Inf loss or gradient: stop (error naming the step) or skip the step")
+      ->check(CLI::IsMember({"stop", "skip"}))->capture_default_str();
+  cmd.add_flag("--detect-anomaly", a.detect_anomaly, "Check every op's output and gradient; name the first to make a NaN/Inf (slow)");
+  cmd.add_option("--checkpoint", a.checkpoint, "Checkpoint path (safetensors), written every epoch");
+  cmd.add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
+  cmd.add_flag("--reset-optimizer", a.reset_optimizer, "With --resume: load the model only and start the optimizer afresh");
+  cmd.add_option("--json", a.json, "Write a JSON summary here");
+  cmd.add_flag("--quiet", a.quiet, "Only print the result line");
+}
+
+void validate_train_args(const TrainArgs& a) {
+  TESSERA_CHECK(!a.resume || !a.checkpoint.empty(), "train", "--resume needs --checkpoint");
+  TESSERA_CHECK(!a.reset_optimizer || a.resume, "train", "--reset-optimizer needs --resume");
+  if (!a.checkpoint.empty()) nn::check_output_path(a.checkpoint, "train", "--checkpoint");
+  if (!a.json.empty()) nn::check_output_path(a.json, "train", "--json");
+  TESSERA_CHECK(a.checkpoint.empty() || a.json.empty() || !nn::same_file(a.checkpoint, a.json), "train",
+                "--checkpoint and --json name the same file '", a.json, "'");
+  // An output may not overwrite the training data.
+  for (const std::string* out : {&a.checkpoint, &a.json}) {
+    if (out->empty()) continue;
+    for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+      for (const char* ext : {"", ".gz"}) {
+        TESSERA_CHECK(!nn::same_file(*out, a.data + "/" + stem + ext), "train", "output '", *out, "' is the input data file ",
+                      a.data, "/", stem, ext);
+      }
+    }
+  }
+}
+
+std::string train_config_json(const TrainArgs& a) {
+  const json config = {{"model", a.model},           {"optimizer", a.optimizer},   {"lr", a.lr},
+                       {"weight_decay", a.weight_decay}, {"epochs", a.epochs},      {"batch_size", a.batch_size},
+                       {"seed", a.seed},             {"limit", a.limit},           {"test_limit", a.test_limit},
+                       {"schedule", a.schedule},     {"precision", a.precision},   {"param_dtype", a.param_dtype},
+                       {"graph", a.graph}};
+  return config.dump();
+}
+
+std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& config_json,
+                                          const std::function<bool(const std::string&)>& explicit_flag) {
+  json saved;
+  try {
+    saved = json::parse(config_json);
+  } catch (const json::exception& e) {
+    throw Error(detail::concat("train: the checkpoint's run settings are corrupt: ", e.what()));
+  }
+  TESSERA_CHECK(saved.is_object(), "train", "the checkpoint's run settings are not a JSON object");
+  std::vector<std::string> report;
+  // One setting: the flag wins when given, otherwise the checkpoint's value is taken.
+  auto reconcile = [&]<class T>(const char* key, const char* flag, T& value) {
+    if (!saved.contains(key)) return;
+    T stored{};
+    try {
+      stored = saved.at(key).get<T>();
+    } catch (const json::exception&) {
+      throw Error(detail::concat("train: the checkpoint's setting '", key, "' is corrupt"));
+    }
+    if (stored == value) return;
+    const std::string was = json(stored).dump(), now = json(value).dump();
+    if (explicit_flag(flag)) {
+      report.push_back(detail::concat(flag, " ", now, " replaces the checkpoint's ", was));
+    } else {
+      value = stored;
+      report.push_back(detail::concat(flag, " ", was, " (from the checkpoint)"));
+    }
+  };
+  if (saved.contains("model") && explicit_flag("--model")) {
+    TESSERA_CHECK(saved["model"] == a.model, "train", "--model ", a.model, " does not match the checkpoint's ", saved["model"].dump(),
+                  " model; use another --checkpoint");
+  }
+  if (saved.contains("optimizer") && explicit_flag("--optimizer") && !a.reset_optimizer) {
+    TESSERA_CHECK(saved["optimizer"] == a.optimizer, "train", "--optimizer ", a.optimizer, " differs from the checkpoint's ",
+                  saved["optimizer"].dump(), ": its state cannot carry over (add --reset-optimizer to start ", a.optimizer, " afresh)");
+  }
+  reconcile("model", "--model", a.model);
+  reconcile("optimizer", "--optimizer", a.optimizer);
+  reconcile("lr", "--lr", a.lr);
+  reconcile("weight_decay", "--weight-decay", a.weight_decay);
+  reconcile("schedule", "--schedule", a.schedule);
+  reconcile("epochs", "--epochs", a.epochs);
+  reconcile("batch_size", "--batch-size", a.batch_size);
+  reconcile("seed", "--seed", a.seed);
+  reconcile("limit", "--limit", a.limit);
+  reconcile("test_limit", "--test-limit", a.test_limit);
+  reconcile("precision", "--precision", a.precision);
+  reconcile("param_dtype", "--param-dtype", a.param_dtype);
+  reconcile("graph", "--graph", a.graph);
+  // Values taken from the file get the same checks as the command line's.
+  auto member = [](const std::string& v, std::initializer_list<const char*> options) {
+    for (const char* o : options) {
+      if (v == o) return true;
+    }
+    return false;
+  };
+  TESSERA_CHECK(member(a.model, {"mlp", "cnn"}) && member(a.optimizer, {"sgd", "adam", "adamw", "rmsprop"}) &&
+                    member(a.schedule, {"cosine", "none"}) && member(a.precision, {"f32", "bf16", "f16"}) &&
+                    member(a.param_dtype, {"f32", "bf16", "f16"}),
+                "train", "the checkpoint's run settings name an unknown model, optimizer, schedule or precision");
+  TESSERA_CHECK(std::isfinite(a.lr) && a.lr > 0 && std::isfinite(a.weight_decay) && a.weight_decay >= 0 && a.epochs >= 1 &&
+                    a.epochs <= 1'000'000 && a.batch_size >= 1 && a.batch_size <= (1 << 20) && a.seed >= 0 &&
+                    (a.limit == -1 || a.limit >= 1) && (a.test_limit == -1 || a.test_limit >= 1),
+                "train", "the checkpoint's run settings hold out-of-range values");
+  return report;
+}
+
+}  // namespace tessera::tools
