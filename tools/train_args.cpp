@@ -1,6 +1,7 @@
 #include "train_args.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
@@ -25,7 +26,7 @@ CLI::Validator finite_at_least(double lo, bool inclusive) {
           return "'" + text + "' is not a number";
         }
         if (!std::isfinite(v)) return "must be finite, got " + text;
-        if (inclusive ? v < lo : v <= lo) return "must be " + std::string(inclusive ? ">= " : "> ") + std::to_string(lo) + ", got " + text;
+        if (inclusive ? v < lo : v <= lo) return detail::concat("must be ", inclusive ? ">= " : "> ", lo, ", got ", text);
         return {};
       },
       inclusive ? "FINITE>=0" : "FINITE>0");
@@ -45,7 +46,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}))->capture_default_str();
   cmd.add_option("--schedule", a.schedule, "cosine or none")->check(CLI::IsMember({"cosine", "none"}))->capture_default_str();
-  cmd.add_option("--seed", a.seed, "Random seed (0 to 2^63-1)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Random seed (0 to 2^63-1)")->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
   cmd.add_option("--workers", a.workers, "Data-loading threads")->check(CLI::Range(0, 64))->capture_default_str();
   cmd.add_option("--data", a.data, "Directory with the IDX files")->capture_default_str();

@@ -42,13 +42,18 @@ DType parse_st_dtype(const std::string& s, const std::string& path) {
 }
 
 // Test hook: TESSERA_TEST_CRASH_IN_SAVE=N kills the process with SIGKILL half-way through
-// writing the N-th file, to prove the previous file survives (tests/nn/checkpoint_crash).
+// writing the N-th file (or before tensor TESSERA_TEST_CRASH_TENSOR, modulo the count), to
+// prove the previous file survives (tests/nn/checkpoint_crash, tests/tools/cli_faults.sh).
 int crash_countdown() {
   static int remaining = [] {
     const char* env = std::getenv("TESSERA_TEST_CRASH_IN_SAVE");
     return env ? std::atoi(env) : 0;
   }();
   return remaining > 0 ? --remaining : -1;
+}
+size_t crash_tensor(size_t count) {
+  const char* env = std::getenv("TESSERA_TEST_CRASH_TENSOR");
+  return env ? static_cast<size_t>(std::atoi(env)) % std::max<size_t>(count, 1) : count / 2;
 }
 }  // namespace
 
@@ -75,7 +80,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   out.write(len, 8);
   out.write(text);
   for (size_t i = 0; i < host.size(); ++i) {
-    if (crash && i == host.size() / 2) ::raise(SIGKILL);
+    if (crash && i == crash_tensor(host.size())) ::raise(SIGKILL);
     out.write(host[i].data_ptr(), host[i].nbytes());
   }
   out.commit();
