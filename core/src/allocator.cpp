@@ -68,7 +68,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
       throw OutOfMemory(detail::concat("allocate: ", name_, " cannot allocate ", nbytes, " B within its limit (",
                                        stats_text(stats_), ")"));
     }
-    void* base = raw_.raw_alloc(total);
+    void* base = raw_alloc_locked(total);
     if (!base) {
       // Out of memory: wait for every stream so blocks held for them can go too, then retry.
       if (synchronize_ && !pending_blocks_.empty()) {
@@ -76,7 +76,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
         release_pending_locked();
       }
       release_cache_locked();
-      base = raw_.raw_alloc(total);
+      base = raw_alloc_locked(total);
     }
     if (!base) {
       throw OutOfMemory(
@@ -98,6 +98,19 @@ void* CachingAllocator::allocate(size_t nbytes) {
   stats_.in_use_bytes += static_cast<int64_t>(block.bucket);
   if (stats_.in_use_bytes > stats_.peak_in_use_bytes) stats_.peak_in_use_bytes = stats_.in_use_bytes;
   return user;
+}
+
+void* CachingAllocator::raw_alloc_locked(size_t nbytes) {
+  void* p = nullptr;
+  if (inject_failures_ > 0) --inject_failures_;
+  else p = raw_.raw_alloc(nbytes);
+  if (!p) ++stats_.failed_raw_allocations;
+  return p;
+}
+
+void CachingAllocator::inject_raw_failures(int64_t count) {
+  std::lock_guard lock(mutex_);
+  inject_failures_ = count;
 }
 
 void CachingAllocator::check_guards_locked(const Block& b, const char* user) {

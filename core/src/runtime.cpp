@@ -24,6 +24,9 @@ AllocatorStats memory_stats(Device device) {
 void set_memory_limit(Device device, int64_t bytes) {
   backend_for_device(device, "set_memory_limit").allocator(device.index).set_limit(bytes);
 }
+void inject_allocation_failures(Device device, int64_t count) {
+  backend_for_device(device, "inject_allocation_failures").allocator(device.index).inject_raw_failures(count);
+}
 void empty_cache(Device device) { backend_for_device(device, "empty_cache").allocator(device.index).empty_cache(); }
 
 

@@ -103,8 +103,14 @@ TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
-int64_t Tensor::stride(int64_t axis) const { return strides()[normalize_axis(axis, dim(), "stride")]; }
+int64_t Tensor::size(int64_t axis) const {
+  TESSERA_CHECK(dim() > 0, "size", "a 0-d tensor has no axis ", axis);
+  return shape()[normalize_axis(axis, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t axis) const {
+  TESSERA_CHECK(dim() > 0, "stride", "a 0-d tensor has no axis ", axis);
+  return strides()[normalize_axis(axis, dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;

@@ -125,3 +125,19 @@ TEST_CASE("anomaly mode names the first op that makes a NaN or Inf") {
   CHECK_FALSE(anomaly_detection());
   CHECK(std::isnan(tessera::log(x).to_vector<double>()[0]));  // off again: no check, no throw
 }
+
+TEST_CASE("an allocation failure is an OutOfMemory error and the device recovers") {
+  empty_cache(device());
+  const Tensor keep = ones({1000}, DType::f32, device());
+  inject_allocation_failures(device(), 2);  // the first try and the retry after releasing the cache
+  try {
+    (void)zeros({37, 1 << 20}, DType::f32, device());
+    FAIL("no OutOfMemory");
+  } catch (const OutOfMemory& e) {
+    CHECK(std::string(e.what()).find("is out of memory allocating 155189248 B (in use") != std::string::npos);
+  }
+  inject_allocation_failures(device(), 0);
+  const Tensor t = full({37, 1 << 20}, 2.0, DType::f32, device());
+  CHECK(sum(t).item<double>() == doctest::Approx(2.0 * 37 * (1 << 20)));
+  CHECK(sum(keep).item<double>() == 1000);
+}

@@ -67,6 +67,29 @@ TEST_CASE("the limit releases cached blocks first, then throws OutOfMemory with 
   CHECK_THROWS_AS(alloc.set_limit(-1), Error);
 }
 
+TEST_CASE("injected raw failures: the cache is released and retried, then OutOfMemory names the request and stats") {
+  CountingMemory mem;
+  CachingAllocator alloc("test:0", mem);
+  void* a = alloc.allocate(1 << 20);
+  alloc.deallocate(a);                  // 1 MiB cached
+  alloc.inject_raw_failures(1);
+  void* b = alloc.allocate(5 << 20);    // the first raw call fails; the cache goes, the retry succeeds
+  CHECK(mem.live == 1);
+  CHECK(alloc.stats().failed_raw_allocations == 1);
+  CHECK(alloc.stats().reserved_bytes == (5 << 20));
+  alloc.inject_raw_failures(2);
+  CHECK_THROWS_WITH_AS(alloc.allocate(7 << 20),
+                       doctest::Contains("allocate: test:0 is out of memory allocating 7340032 B (in use 5242880 B, reserved 5242880 B"),
+                       OutOfMemory);
+  CHECK(alloc.stats().failed_raw_allocations == 3);
+  void* c = alloc.allocate(7 << 20);    // recovered: nothing is left broken
+  CHECK(alloc.stats().in_use_bytes == (12 << 20));
+  alloc.deallocate(c);
+  alloc.deallocate(b);
+  alloc.empty_cache();
+  CHECK(mem.live == 0);
+}
+
 TEST_CASE("guard bytes catch writes past the end of a block") {
   CountingMemory mem;
   CachingAllocator alloc("test", mem);

@@ -37,6 +37,8 @@ void synchronize(Device device = kCPU);
 AllocatorStats memory_stats(Device device = kCPU);
 /** Caps the bytes `device`'s allocator may reserve (0 = no cap). */
 void set_memory_limit(Device device, int64_t bytes);
+/** Fault injection (tests): the next `count` raw allocations of `device` fail as out of memory. */
+void inject_allocation_failures(Device device, int64_t count);
 /** Returns cached blocks of `device`'s allocator to the system. */
 void empty_cache(Device device = kCPU);
 

@@ -16,6 +16,17 @@ void check_shape(const Shape& shape, const char* op) {
   for (int64_t s : shape) TESSERA_CHECK(s >= 0, op, "negative size in shape ", shape_str(shape));
 }
 
+// A host staging buffer of n doubles; a request the host cannot meet is OutOfMemory naming the
+// op, not std::bad_alloc.
+std::vector<double> host_values(int64_t n, const char* op) {
+  checked_nbytes({n}, sizeof(double), op);
+  try {
+    return std::vector<double>(static_cast<size_t>(n), 0.0);
+  } catch (const std::exception&) {
+    throw OutOfMemory(detail::concat(op, ": cannot allocate ", n, " values on the host"));
+  }
+}
+
 // Builds a tensor from host memory holding `numel` contiguous elements of `dtype`.
 Tensor from_host_bytes(const void* src, const Shape& shape, DType dtype, Device device) {
   Tensor out = empty(shape, dtype, device);
@@ -62,7 +73,10 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   TESSERA_CHECK(step != 0, "arange", "step must be nonzero");
   TESSERA_CHECK(std::isfinite(start) && std::isfinite(stop), "arange", "start and stop must be finite");
   const double count = std::ceil((stop - start) / step);
+  // Converting a double beyond int64's range is undefined behaviour: check first.
+  TESSERA_CHECK(!(count >= 0x1p62), "arange", "[", start, ", ", stop, ") in steps of ", step, " has too many elements");
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  checked_nbytes({n}, itemsize(dtype), "arange");
   if (device != kCPU) {
     // Built on the device (an exact integer scan, then start + i * step in f64 as below), so
     // arange in a GPU training step (class indices in cross_entropy's backward) needs no upload
@@ -71,7 +85,7 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
     if (start == 0 && step == 1) return index.to(dtype);
     return add(mul(index.to(DType::f64), step), start).to(dtype);
   }
-  std::vector<double> values(static_cast<size_t>(n));
+  std::vector<double> values = host_values(n, "arange");
   for (int64_t i = 0; i < n; ++i) values[i] = start + static_cast<double>(i) * step;
   return from_doubles(values, {n}, dtype, device);
 }
@@ -80,7 +94,7 @@ Tensor arange(int64_t stop, DType dtype, Device device) { return arange(0.0, sta
 
 Tensor linspace(double start, double stop, int64_t steps, DType dtype, Device device) {
   TESSERA_CHECK(steps >= 0, "linspace", "steps must be >= 0, got ", steps);
-  std::vector<double> values(static_cast<size_t>(steps));
+  std::vector<double> values = host_values(steps, "linspace");
   const double delta = steps > 1 ? (stop - start) / static_cast<double>(steps - 1) : 0.0;
   // Fill from both ends (like PyTorch) so the last value is exactly `stop`.
   for (int64_t i = 0; i < steps; ++i) {
@@ -92,7 +106,7 @@ Tensor linspace(double start, double stop, int64_t steps, DType dtype, Device de
 Tensor eye(int64_t n, int64_t m, DType dtype, Device device) {
   if (m < 0) m = n;
   TESSERA_CHECK(n >= 0, "eye", "n must be >= 0, got ", n);
-  std::vector<double> values(static_cast<size_t>(n * m), 0.0);
+  std::vector<double> values = host_values(checked_numel({n, m}, "eye"), "eye");
   for (int64_t i = 0; i < std::min(n, m); ++i) values[i * m + i] = 1.0;
   return from_doubles(values, {n, m}, dtype, device);
 }

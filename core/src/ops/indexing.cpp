@@ -128,6 +128,9 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
     TESSERA_CHECK(lo >= 0 && hi < num_classes, "one_hot", "labels must lie in [0, ", num_classes, "), got range [",
                   lo, ", ", hi, "]");
   }
+  Shape out_shape = labels.shape();
+  out_shape.push_back(num_classes);
+  checked_nbytes(out_shape, sizeof(int64_t), "one_hot");
   const Tensor classes = arange(num_classes, labels.dtype(), labels.device());
   return eq(labels.unsqueeze(-1), classes).to(DType::i64);
 }

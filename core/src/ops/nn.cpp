@@ -20,7 +20,16 @@ namespace tessera {
 namespace {
 using detail::run_kernel;
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+// (in + 2p - d(k - 1) - 1) / s + 1 in 128-bit arithmetic: with sizes from the user the int64
+// expression can overflow (UB, and a wrapped size). A window that does not fit gives 0 (C++
+// division truncates toward zero, which would turn -1 / 2 into a size of 1).
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, const char* op = "conv2d") {
+  const __int128 span = static_cast<__int128>(in) + 2 * static_cast<__int128>(p) - static_cast<__int128>(d) * (k - 1) - 1;
+  if (span < 0) return 0;
+  const __int128 n = span / s + 1;
+  TESSERA_CHECK(n <= INT64_MAX, op, "output size overflows int64 (input ", in, ", kernel ", k, ", padding ", p, ")");
+  return static_cast<int64_t>(n);
+}
 
 void check_size2(Size2 v, int64_t min, const char* op, const char* what) {
   TESSERA_CHECK(v[0] >= min && v[1] >= min, op, what, " must be >= ", min, ", got [", v[0], ", ", v[1], "]");
@@ -99,13 +108,13 @@ OpAttrs pool_attrs(const Tensor& x, Size2 kernel, std::optional<Size2> stride, S
   check_size2(a.kernel, 1, op, "kernel");
   check_size2(a.stride, 1, op, "stride");
   check_size2(a.dilation, 1, op, "dilation");
-  TESSERA_CHECK(padding[0] >= 0 && padding[1] >= 0 && 2 * padding[0] <= kernel[0] && 2 * padding[1] <= kernel[1], op,
+  TESSERA_CHECK(padding[0] >= 0 && padding[1] >= 0 && padding[0] <= kernel[0] / 2 && padding[1] <= kernel[1] / 2, op,
                 "padding must be between 0 and half the kernel, got [", padding[0], ", ", padding[1], "]");
   return a;
 }
 Shape pool_shape(const Tensor& x, const OpAttrs& a, const char* op) {
-  const int64_t ho = out_size(x.size(2), a.kernel[0], a.stride[0], a.padding[0], a.dilation[0]);
-  const int64_t wo = out_size(x.size(3), a.kernel[1], a.stride[1], a.padding[1], a.dilation[1]);
+  const int64_t ho = out_size(x.size(2), a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], op);
+  const int64_t wo = out_size(x.size(3), a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], op);
   TESSERA_CHECK(ho > 0 && wo > 0, op, "input ", shape_str(x.shape()), " is smaller than the pooling window");
   return {x.size(0), x.size(1), ho, wo};
 }

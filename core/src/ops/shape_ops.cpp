@@ -59,21 +59,27 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t axis) {
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t axis) {
   detail::check_defined(x, "split");
   TESSERA_CHECK(size > 0, "split", "size must be positive, got ", size);
+  TESSERA_CHECK(x.dim() > 0, "split", "cannot split a 0-d tensor");
   axis = normalize_axis(axis, x.dim(), "split");
   std::vector<Tensor> out;
   const int64_t n = x.size(axis);
-  for (int64_t start = 0; start < n; start += size) out.push_back(x.narrow(axis, start, std::min(size, n - start)));
+  for (int64_t start = 0; start < n;) {  // no start + size: it may overflow
+    const int64_t len = std::min(size, n - start);
+    out.push_back(x.narrow(axis, start, len));
+    start += len;
+  }
   if (n == 0) out.push_back(x);
   return out;
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis) {
   detail::check_defined(x, "split");
+  TESSERA_CHECK(x.dim() > 0, "split", "cannot split a 0-d tensor");
   axis = normalize_axis(axis, x.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     TESSERA_CHECK(s >= 0, "split", "negative size in ", shape_str(sizes));
-    total += s;
+    TESSERA_CHECK(!__builtin_add_overflow(total, s, &total), "split", "sizes ", shape_str(sizes), " overflow int64");
   }
   TESSERA_CHECK(total == x.size(axis), "split", "sizes ", shape_str(sizes), " sum to ", total, ", axis ", axis,
                 " has size ", x.size(axis));
@@ -89,8 +95,9 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {
   detail::check_defined(x, "chunk");
   TESSERA_CHECK(chunks > 0, "chunk", "chunks must be positive, got ", chunks);
+  TESSERA_CHECK(x.dim() > 0, "chunk", "cannot chunk a 0-d tensor");
   const int64_t n = x.size(normalize_axis(axis, x.dim(), "chunk"));
-  return split(x, std::max<int64_t>((n + chunks - 1) / chunks, 1), axis);
+  return split(x, std::max<int64_t>(n / chunks + (n % chunks != 0), 1), axis);
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {

@@ -30,6 +30,7 @@ struct AllocatorStats {
   int64_t guard_violations = 0;   ///< freed blocks whose guard bytes had been overwritten
   int64_t pending_bytes = 0;      ///< freed blocks waiting for other streams (record_stream)
   int64_t limit_bytes = 0;        ///< 0 = no limit
+  int64_t failed_raw_allocations = 0;  ///< raw allocations that returned no memory (real or injected)
 };
 
 /** The raw memory source under a CachingAllocator (malloc, cudaMalloc, hipMalloc, ...). */
@@ -65,6 +66,12 @@ class CachingAllocator {
   void reset_peak();
   /** Caps reserved bytes; 0 removes the cap. */
   void set_limit(int64_t bytes);
+  /**
+   * Fault injection (tests): the next `count` calls into the raw allocator fail as if the
+   * device were out of memory, exercising the release-the-cache-and-retry path and the
+   * OutOfMemory error. 0 turns it off.
+   */
+  void inject_raw_failures(int64_t count);
   /** Enables guard bytes around new blocks (host-accessible memory only). */
   void set_guards(bool on);
   /**
@@ -101,6 +108,7 @@ class CachingAllocator {
   };
   static size_t bucket_size(size_t nbytes);
   void release_cache_locked();
+  void* raw_alloc_locked(size_t nbytes);  // the raw allocator, or an injected failure
   void release_pending_locked();
   void check_guards_locked(const Block& b, const char* user);
 
@@ -114,6 +122,7 @@ class CachingAllocator {
   std::unordered_map<void*, Block> live_blocks_;    // by user pointer
   AllocatorStats stats_;
   bool guards_ = false;
+  int64_t inject_failures_ = 0;
   const void* capture_pool_ = nullptr;
   std::vector<const void*> pools_;  // pools of live graphs
   std::thread::id capture_thread_;
