@@ -10,6 +10,8 @@ endif()
 set(flags "")
 if(SANITIZE)
   set(flags "-fsanitize=address,undefined")
+elseif(TSAN)
+  set(flags "-fsanitize=thread")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
                         -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
