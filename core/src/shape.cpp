@@ -33,7 +33,9 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    // Only a tensor with a zero-sized axis can overflow here (its element count is 0, checked
+    // elsewhere, while the other sizes multiply past int64): saturate, it is never indexed.
+    if (__builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &s)) s = INT64_MAX;
   }
   return strides;
 }

@@ -63,10 +63,10 @@ void Optimizer::load_state_dict(const StateDict& state) {
     // state.<g>.<p>.<key>: the slot must exist and have the parameter's shape.
     const size_t a = k.find('.', 6), b = a == std::string::npos ? a : k.find('.', a + 1);
     TESSERA_CHECK(b != std::string::npos, "optimizer load_state_dict", "malformed key '", k, "'");
-    auto index = [&](size_t from, size_t to) {
+    auto index = [&key = k](size_t from, size_t to) {  // (clang 15 cannot capture a structured binding)
       size_t v = 0;
-      const auto [end, ec] = std::from_chars(k.data() + from, k.data() + to, v);
-      TESSERA_CHECK(to > from && ec == std::errc() && end == k.data() + to, "optimizer load_state_dict", "malformed key '", k, "'");
+      const auto [end, ec] = std::from_chars(key.data() + from, key.data() + to, v);
+      TESSERA_CHECK(to > from && ec == std::errc() && end == key.data() + to, "optimizer load_state_dict", "malformed key '", key, "'");
       return v;
     };
     const size_t g = index(6, a), p = index(a + 1, b);

@@ -108,7 +108,10 @@ Metadata read_safetensors_metadata(const std::string& path) {
 }
 
 SafetensorsContent load_safetensors(const std::string& path, Device device) {
-  const std::string bytes = read_regular_file(path, "load_safetensors", kMaxSafetensorsBytes);
+  return parse_safetensors(read_regular_file(path, "load_safetensors", kMaxSafetensorsBytes), path, device);
+}
+
+SafetensorsContent parse_safetensors(const std::string& bytes, const std::string& path, Device device) {
   TESSERA_CHECK(bytes.size() >= 8, "load_safetensors", "'", path, "' is truncated (", bytes.size(), " bytes)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -139,6 +142,10 @@ SafetensorsContent load_safetensors(const std::string& path, Device device) {
       const std::string what = detail::concat("load_safetensors: '", path, "': tensor '", it.key(), "'");
       const auto nbytes = static_cast<uint64_t>(checked_nbytes(shape, itemsize(dt), what.c_str()));
       TESSERA_CHECK(offsets[1] - offsets[0] == nbytes, what, "has ", offsets[1] - offsets[0], " bytes for shape ", shape_str(shape));
+      if (dt == DType::boolean) {  // any other byte is not a bool: reading it is undefined behaviour
+        const auto* b = reinterpret_cast<const unsigned char*>(data + offsets[0]);
+        TESSERA_CHECK(std::all_of(b, b + nbytes, [](unsigned char v) { return v <= 1; }), what, "holds BOOL bytes other than 0 and 1");
+      }
       ranges.emplace_back(offsets[0], offsets[1]);
       Tensor t = empty(shape, dt);
       std::memcpy(t.data_ptr(), data + offsets[0], offsets[1] - offsets[0]);

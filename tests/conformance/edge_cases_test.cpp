@@ -26,6 +26,7 @@ TEST_CASE("element and byte counts that overflow int64 are errors naming the op 
   TESSERA_CHECK_THROWS_WITH(empty({-1, 4}, DType::f32, device()), "empty: negative size in shape [-1, 4]");
   // A zero anywhere makes the count 0, however large the other sizes.
   CHECK(empty({0, kMax}, DType::f32, device()).numel() == 0);
+  CHECK(empty({0, int64_t{1} << 40, int64_t{1} << 40}, DType::f32, device()).numel() == 0);  // strides saturate (fuzz_idx)
   const Tensor row = zeros({1, 4}, DType::f32, device());
   TESSERA_CHECK_THROWS_WITH(row.expand({kMax, 4}), "expand: shape [9223372036854775807, 4] has more than 2^63 elements");
   CHECK(row.expand({1 << 20, 4}).numel() == (int64_t{1} << 22));

@@ -87,6 +87,8 @@ TEST_CASE("crafted safetensors shapes and IDX dimensions are rejected before any
   TESSERA_CHECK_THROWS_WITH(load_safetensors(dir / "huge.safetensors"), "more than 2^63");
   spit(dir / "neg.safetensors", safetensors_with_header(R"({"w":{"dtype":"F32","shape":[-2,-2],"data_offsets":[0,16]}})", 16));
   TESSERA_CHECK_THROWS_WITH(load_safetensors(dir / "neg.safetensors"), "negative size");
+  spit(dir / "bool.safetensors", safetensors_with_header(R"({"b":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", 0) + "\1\x76");
+  TESSERA_CHECK_THROWS_WITH(load_safetensors(dir / "bool.safetensors"), "holds BOOL bytes other than 0 and 1");  // found by fuzz_safetensors
   // 2^16 x 2^16 x 2^16 x 2^16 wraps to 0 in 64 bits.
   spit(dir / "wrap.idx", idx_bytes({65536, 65536, 65536, 65536}, ""));
   TESSERA_CHECK_THROWS_WITH(read_idx(dir / "wrap.idx"), "limit");

@@ -19,6 +19,8 @@ namespace tessera::nn {
  * element type, a truncated file or trailing bytes.
  */
 Tensor read_idx(const std::string& path);
+/** read_idx on the bytes of a file already in memory; `name` appears in error messages. */
+Tensor parse_idx(std::string bytes, const std::string& name);
 
 /** Fashion-MNIST / MNIST split: images [N, 1, 28, 28] float32 in [0, 1], labels [N] int64. */
 struct ImageSet {

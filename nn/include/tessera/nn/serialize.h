@@ -26,6 +26,8 @@ struct SafetensorsContent {
 };
 /** Reads a safetensors file; throws tessera::Error naming the file on any inconsistency. */
 SafetensorsContent load_safetensors(const std::string& path, Device device = kCPU);
+/** load_safetensors on the bytes of a file already in memory; `name` appears in error messages. */
+SafetensorsContent parse_safetensors(const std::string& bytes, const std::string& name, Device device = kCPU);
 /** Only the "__metadata__" of a safetensors file (reads the header, not the data). */
 Metadata read_safetensors_metadata(const std::string& path);
 
