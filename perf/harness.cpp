@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "tessera/backend/backend.h"
 #include "tessera/backend/registry.h"
+#include "tessera/nn/file_io.h"
 #include "tessera/error.h"
 #include "tessera/runtime.h"
 
@@ -172,15 +173,8 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
   write_file_atomically(arr.dump(1) + "\n", path);
 }
 
-void write_file_atomically(const std::string& text, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw Error(detail::concat("bench: cannot write '", path, "'"));
-    f << text;
-    if (!f.flush()) throw Error(detail::concat("bench: writing '", path, "' failed"));
-  }
-  std::filesystem::rename(tmp, path);
-}
+// fsync'd, close() checked, renamed into place (nn/file_io.h): a full disk is an error, never
+// a silently empty file.
+void write_file_atomically(const std::string& text, const std::string& path) { nn::write_file_atomic(path, text, "bench --json"); }
 
 }  // namespace tessera::bench

@@ -5,6 +5,7 @@
 #include "../perf/bench.h"
 #include "commands.h"
 #include "tessera/error.h"
+#include "tessera/nn/file_io.h"
 
 namespace tessera::tools {
 
@@ -19,8 +20,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--filter", opts->filters,
                   "run only cases whose name/dtype/shape (e.g. matmul/bf16/1024x1024x1024) contains this text (repeatable)");
   cmd->add_option("--json", opts->json_path, "write the records to this JSON file");
-  cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   cmd->callback([opts] {
+    if (!opts->json_path.empty()) nn::check_output_path(opts->json_path, "bench", "--json");  // before, not after, the run
     if (std::find(opts->suites.begin(), opts->suites.end(), "gpu-model") != opts->suites.end()) {
       if (opts->suites.size() != 1) throw tessera::Error("bench: the gpu-model suite runs alone (--suite gpu-model)");
       for (const std::string& b : opts->backends) {
