@@ -110,7 +110,14 @@ std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& confi
     if (!saved.contains(key)) return;
     T stored{};
     try {
-      stored = saved.at(key).get<T>();
+      // Type-checked first: nlohmann converts a float such as 1e300 to an integer with undefined behaviour.
+      const json& v = saved.at(key);
+      const bool ok = std::is_same_v<T, bool> ? v.is_boolean()
+                      : std::is_integral_v<T> ? v.is_number_integer()
+                      : std::is_floating_point_v<T> ? v.is_number()
+                                                    : v.is_string();
+      if (!ok) throw Error(detail::concat("train: the checkpoint's setting '", key, "' has the wrong type: ", v.dump()));
+      stored = v.get<T>();
     } catch (const json::exception&) {
       throw Error(detail::concat("train: the checkpoint's setting '", key, "' is corrupt"));
     }

@@ -42,7 +42,11 @@ KOKKOS_INLINE_FUNCTION void team_gemm_tile(const Team& team, int64_t m, int64_t 
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kTile), [&](int r) {
       for (int q = 0; q < kTile; ++q) {
         const Acc a = as[r * kTile + q];
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, kTile), [&](int col) { cs[r * kTile + col] += a * bs[q * kTile + col]; });
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, kTile), [&](int col) {
+          // Integer products wrap (kernels::wrap_t) instead of overflowing: defined, as in PyTorch.
+          using W = kernels::wrap_t<Acc>;
+          cs[r * kTile + col] = static_cast<Acc>(static_cast<W>(cs[r * kTile + col]) + static_cast<W>(a) * static_cast<W>(bs[q * kTile + col]));
+        });
       }
     });
   }

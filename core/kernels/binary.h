@@ -8,13 +8,13 @@
 namespace tessera::kernels {
 
 struct AddFn {
-  template <class T> TESSERA_HD T operator()(T a, T b) const { return static_cast<T>(a + b); }
+  template <class T> TESSERA_HD T operator()(T a, T b) const { return static_cast<T>(static_cast<wrap_t<T>>(a) + static_cast<wrap_t<T>>(b)); }
 };
 struct SubFn {
-  template <class T> TESSERA_HD T operator()(T a, T b) const { return static_cast<T>(a - b); }
+  template <class T> TESSERA_HD T operator()(T a, T b) const { return static_cast<T>(static_cast<wrap_t<T>>(a) - static_cast<wrap_t<T>>(b)); }
 };
 struct MulFn {
-  template <class T> TESSERA_HD T operator()(T a, T b) const { return static_cast<T>(a * b); }
+  template <class T> TESSERA_HD T operator()(T a, T b) const { return static_cast<T>(static_cast<wrap_t<T>>(a) * static_cast<wrap_t<T>>(b)); }
 };
 struct DivFn {  // true division; the front-end promotes integer operands to float
   template <class T> TESSERA_HD T operator()(T a, T b) const { return a / b; }
@@ -30,8 +30,8 @@ struct PowFn {
       }
       T result = 1, base = a;
       for (T e = b; e > T(0); e = static_cast<T>(e >> 1)) {
-        if (e & 1) result = static_cast<T>(result * base);
-        base = static_cast<T>(base * base);
+        if (e & 1) result = MulFn{}(result, base);
+        base = MulFn{}(base, base);
       }
       return result;
     }

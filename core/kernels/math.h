@@ -40,3 +40,14 @@ template <class T> TESSERA_HD_INLINE bool isnan(T x) {
 }
 
 }  // namespace tessera::kmath
+
+namespace tessera::kernels {
+// Integer arithmetic wraps around (two's complement), as in PyTorch and NumPy. For int32 and
+// int64 the sum, difference or product is taken in the unsigned type, where wrapping is defined;
+// signed overflow would be undefined behaviour (and UBSan rejects it). Narrower types are
+// promoted to int, where they cannot overflow, and converted back modulo 2^n.
+template <class T> inline constexpr bool kWrapsViaUnsigned = std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) >= sizeof(int);
+template <class T, bool = kWrapsViaUnsigned<T>> struct WrapType { using type = T; };
+template <class T> struct WrapType<T, true> { using type = std::make_unsigned_t<T>; };
+template <class T> using wrap_t = typename WrapType<T>::type;
+}  // namespace tessera::kernels

@@ -34,7 +34,10 @@ TESSERA_FLOAT_UNARY(SoftplusFn, (x > T(0) ? x : T(0)) + kmath::log1p(kmath::exp(
 #undef TESSERA_FLOAT_UNARY
 
 struct NegFn {
-  template <class T> TESSERA_HD T operator()(T x) const { return static_cast<T>(-x); }
+  template <class T> TESSERA_HD T operator()(T x) const {
+    if constexpr (kWrapsViaUnsigned<T>) return static_cast<T>(wrap_t<T>(0) - static_cast<wrap_t<T>>(x));  // -INT_MIN wraps
+    else return static_cast<T>(-x);  // keeps -0.0
+  }
 };
 struct AbsFn {
   template <class T> TESSERA_HD T operator()(T x) const {
@@ -43,7 +46,7 @@ struct AbsFn {
     } else if constexpr (std::is_unsigned_v<T>) {
       return x;
     } else {
-      return static_cast<T>(x < T(0) ? -x : x);
+      return static_cast<T>(x < T(0) ? wrap_t<T>(0) - static_cast<wrap_t<T>>(x) : static_cast<wrap_t<T>>(x));  // abs(INT_MIN) wraps
     }
   }
 };
@@ -58,7 +61,7 @@ struct SignFn {
   }
 };
 struct SquareFn {
-  template <class T> TESSERA_HD T operator()(T x) const { return static_cast<T>(x * x); }
+  template <class T> TESSERA_HD T operator()(T x) const { return static_cast<T>(static_cast<wrap_t<T>>(x) * static_cast<wrap_t<T>>(x)); }
 };
 // NOTE: written as a comparison, not max(x, 0): NaN must propagate (x > 0 is false for NaN,
 // so we return x itself when it is not a number).

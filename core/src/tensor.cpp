@@ -57,7 +57,8 @@ Shape infer_shape(const Shape& requested, int64_t numel, const Shape& from, cons
       infer = static_cast<int>(i);
     } else {
       TESSERA_CHECK(shape[i] >= 0, op, "invalid size ", shape[i], " in ", shape_str(requested));
-      known *= shape[i];
+      TESSERA_CHECK(!__builtin_mul_overflow(known, shape[i], &known), op, "cannot reshape ", shape_str(from), " into ",
+                    shape_str(requested));
     }
   }
   if (infer >= 0) {

@@ -135,8 +135,23 @@ SafetensorsContent parse_safetensors(const std::string& bytes, const std::string
         continue;
       }
       const DType dt = parse_st_dtype(it->at("dtype").get<std::string>(), path);
-      const Shape shape = it->at("shape").get<Shape>();
-      const auto offsets = it->at("data_offsets").get<std::vector<uint64_t>>();
+      // Integers only: nlohmann converts a JSON float such as 6e52 to an integer type with
+      // undefined behaviour (found by fuzz_checkpoint).
+      auto integers = [&](const char* field) {
+        const json& v = it->at(field);
+        TESSERA_CHECK(v.is_array(), "load_safetensors", "'", path, "': '", field, "' of tensor '", it.key(), "' is not an array");
+        for (const json& e : v) {
+          TESSERA_CHECK(e.is_number_integer(), "load_safetensors", "'", path, "': '", field, "' of tensor '", it.key(),
+                        "' holds ", e.dump(), ", not an integer");
+        }
+        return &v;
+      };
+      const Shape shape = integers("shape")->get<Shape>();
+      const json& offsets_json = *integers("data_offsets");
+      for (const json& e : offsets_json) {
+        TESSERA_CHECK(e.is_number_unsigned(), "load_safetensors", "'", path, "': tensor '", it.key(), "' has a negative data offset");
+      }
+      const auto offsets = offsets_json.get<std::vector<uint64_t>>();
       TESSERA_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size, "load_safetensors", "'",
                     path, "': tensor '", it.key(), "' lies outside the data section (truncated file?)");
       const std::string what = detail::concat("load_safetensors: '", path, "': tensor '", it.key(), "'");

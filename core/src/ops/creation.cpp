@@ -166,6 +166,11 @@ Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen, dou
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device, Generator* gen) {
   TESSERA_CHECK(low < high, "randint", "low ", low, " must be < high ", high);
+  // The bounds travel as doubles and the kernels take high - low: keep both exact.
+  int64_t span = 0;
+  TESSERA_CHECK(!__builtin_sub_overflow(high, low, &span) && span <= (int64_t{1} << 53) && low >= -(int64_t{1} << 53) &&
+                    high <= (int64_t{1} << 53),
+                "randint", "[", low, ", ", high, ") must lie within +-2^53");
   TESSERA_CHECK(dtype != DType::boolean, "randint", "dtype bool is not supported");
   return random_op(OpId::RandInt, shape, dtype, device, gen, static_cast<double>(low), static_cast<double>(high));
 }

@@ -31,8 +31,12 @@ int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, const c
   return static_cast<int64_t>(n);
 }
 
+// Strides, paddings, dilations and kernel sizes are bounded (2^20) so the kernels' index
+// arithmetic (in + 2p, d * (k - 1), ...) cannot overflow int64 for any tensor that fits in memory.
+constexpr int64_t kMaxWindowParam = int64_t{1} << 20;
 void check_size2(Size2 v, int64_t min, const char* op, const char* what) {
-  TESSERA_CHECK(v[0] >= min && v[1] >= min, op, what, " must be >= ", min, ", got [", v[0], ", ", v[1], "]");
+  TESSERA_CHECK(v[0] >= min && v[1] >= min && v[0] <= kMaxWindowParam && v[1] <= kMaxWindowParam, op, what, " must be in [", min,
+                ", 2^20], got [", v[0], ", ", v[1], "]");
 }
 
 Tensor conv_input_grad(const Tensor& g, const Tensor& w, const Shape& x_shape, const OpAttrs& a) {
@@ -166,10 +170,14 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   const int64_t h = x.size(2), w = x.size(3), oh = output_size[0], ow = output_size[1];
   if (oh == 1 && ow == 1) return mean(x, {2, 3}, true);
   if (h % oh == 0 && w % ow == 0) return avg_pool2d(x, {h / oh, w / ow});
-  // Uneven windows: window i covers [floor(i * H / oh), ceil((i + 1) * H / oh)).
+  // Uneven windows: window i covers [floor(i * H / oh), ceil((i + 1) * H / oh)), one op per
+  // window -- bounded, so a huge output size is an error rather than a loop that never ends.
+  checked_numel({x.size(0), x.size(1), oh, ow}, "adaptive_avg_pool2d");
+  TESSERA_CHECK(oh <= (int64_t{1} << 12) && ow <= (int64_t{1} << 12), "adaptive_avg_pool2d", "output size [", oh, ", ", ow,
+                "] with uneven windows over ", shape_str(x.shape()), ": at most 4096 per axis");
   std::vector<Tensor> rows;
   for (int64_t i = 0; i < oh; ++i) {
-    const int64_t h0 = i * h / oh, h1 = ((i + 1) * h + oh - 1) / oh;
+    const int64_t h0 = i * h / oh, h1 = ((i + 1) * h + oh - 1) / oh;  // h is a real size (< 2^40): no overflow
     std::vector<Tensor> cols;
     for (int64_t j = 0; j < ow; ++j) {
       const int64_t w0 = j * w / ow, w1 = ((j + 1) * w + ow - 1) / ow;
