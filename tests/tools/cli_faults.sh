@@ -85,9 +85,10 @@ kill)
       wait $!
     else
       # Killed from outside at an arbitrary moment.
-      timeout -s KILL "$(printf '0.%03d' $(( RANDOM % 400 + 40 )))" "$tessera" train "${common[@]}" --checkpoint "$ck" >/dev/null 2>&1
+      timeout --foreground -s KILL "$(printf '0.%03d' $(( RANDOM % 400 + 40 )))" "$tessera" train "${common[@]}" --checkpoint "$ck" >/dev/null 2>&1
     fi
     rc=$?
+    echo "trial $trial: exit $rc"
     trials=$((trials + 1))
     [[ $rc -eq 137 ]] && killed=$((killed + 1))
     (( trial <= 20 && rc != 137 )) && fail "trial $trial: the run was not killed (exit $rc)"
