@@ -24,21 +24,16 @@ void GradScaler::unscale_(Optimizer& optimizer) {
   if (!options_.enabled || unscaled_) return;
   NoGradGuard no_grad;
   const double inv = 1.0 / scale_;
-  // g * 0 is 0 for finite g and NaN for Inf/NaN: one sum per gradient, summed per device.
-  std::vector<std::pair<Device, Tensor>> flags;
+  std::vector<Tensor> grads;
   for (ParamGroup& group : optimizer.param_groups()) {
     for (Tensor& p : group.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       g.mul_(inv);
-      const Tensor probe = sum(mul(g, 0.0)).to(DType::f32);
-      auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == g.device(); });
-      if (it == flags.end()) flags.emplace_back(g.device(), probe);
-      else it->second = add(it->second, probe);
+      grads.push_back(g);
     }
   }
-  found_inf_ = false;
-  for (const auto& [device, flag] : flags) found_inf_ = found_inf_ || !std::isfinite(flag.item<double>());
+  found_inf_ = !all_finite(grads);
   unscaled_ = true;
 }
 

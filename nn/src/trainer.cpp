@@ -198,21 +198,9 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
 }
 
 bool Trainer::grads_finite() const {
-  // g * 0 is 0 for finite g and NaN otherwise: summed on each device, one sync per device.
-  NoGradGuard no_grad;
-  std::vector<std::pair<Device, Tensor>> probes;
-  for (const Tensor& p : model_.parameters()) {
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    const Tensor probe = sum(mul(g, 0.0)).to(DType::f32);
-    auto it = std::find_if(probes.begin(), probes.end(), [&](const auto& q) { return q.first == g.device(); });
-    if (it == probes.end()) probes.emplace_back(g.device(), probe);
-    else it->second = add(it->second, probe);
-  }
-  for (const auto& [device, probe] : probes) {
-    if (!std::isfinite(probe.item<double>())) return false;
-  }
-  return true;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : model_.parameters()) grads.push_back(p.grad());
+  return all_finite(grads);
 }
 
 void Trainer::throw_nonfinite(const char* what, double value, int64_t epoch, int64_t batch, const TrainOptions& o) const {
@@ -226,9 +214,14 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, cons
   StateDict tensors;
   for (auto& [k, t] : model_.state_dict()) tensors["model." + k] = t;
   for (auto& [k, t] : optimizer_.state_dict()) tensors["optimizer." + k] = t;
-  // Never replace a good checkpoint with a poisoned one.
-  for (const auto& [k, t] : tensors) {
-    TESSERA_CHECK(all_finite(t), "save_checkpoint", "'", k, "' holds NaN or Inf values; '", path, "' is left as it was");
+  // Never replace a good checkpoint with a poisoned one. One sync per device in the common
+  // case; tensor by tensor only to name the culprit.
+  std::vector<Tensor> values;
+  for (const auto& entry : tensors) values.push_back(entry.second);
+  if (!all_finite(values)) {
+    for (const auto& [k, t] : tensors) {
+      TESSERA_CHECK(all_finite(t), "save_checkpoint", "'", k, "' holds NaN or Inf values; '", path, "' is left as it was");
+    }
   }
   Metadata meta;
   meta["format"] = "tessera-checkpoint-1";
@@ -246,12 +239,17 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, cons
 }
 
 namespace {
+// A metadata entry that must be present: its absence means the file is not a checkpoint.
+const std::string& required_entry(const Metadata& meta, const char* key, const std::string& path) {
+  auto it = meta.find(key);
+  TESSERA_CHECK(it != meta.end(), "load_checkpoint", "'", path, "' is not a Tessera checkpoint (no '", key, "')");
+  return it->second;
+}
+
 // A counter from checkpoint metadata: a whole non-negative decimal number, or a clear error
 // (std::stoll would say only "stoll", and accept "-3" or "12abc").
 uint64_t parse_counter(const Metadata& meta, const char* key, const std::string& path) {
-  auto it = meta.find(key);
-  TESSERA_CHECK(it != meta.end(), "load_checkpoint", "'", path, "' is not a Tessera checkpoint (no '", key, "')");
-  const std::string& text = it->second;
+  const std::string& text = required_entry(meta, key, path);
   uint64_t v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   TESSERA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(), "load_checkpoint", "'", path,
@@ -262,12 +260,8 @@ uint64_t parse_counter(const Metadata& meta, const char* key, const std::string&
 
 int64_t Trainer::load_checkpoint(const std::string& path, bool reset_optimizer) {
   const SafetensorsContent c = load_safetensors(path);
-  auto meta = [&](const char* key) {
-    auto it = c.metadata.find(key);
-    TESSERA_CHECK(it != c.metadata.end(), "load_checkpoint", "'", path, "' is not a Tessera checkpoint (no '", key, "')");
-    return it->second;
-  };
-  TESSERA_CHECK(meta("format") == "tessera-checkpoint-1", "load_checkpoint", "'", path, "' has unknown format ", meta("format"));
+  const std::string& format = required_entry(c.metadata, "format", path);
+  TESSERA_CHECK(format == "tessera-checkpoint-1", "load_checkpoint", "'", path, "' has unknown format ", format);
   // Validate everything before changing anything.
   constexpr uint64_t kMaxCount = uint64_t{1} << 53;
   const uint64_t epoch = parse_counter(c.metadata, "epoch", path), scheduler_step = parse_counter(c.metadata, "scheduler_step", path);

@@ -82,6 +82,10 @@ class AnomalyGuard {
 /** True when every element of `t` is finite (integer and bool tensors always are); syncs. */
 bool all_finite(const Tensor& t);
 
+/** True when every element of every tensor is finite (undefined tensors count as finite): one
+ *  reduction per tensor, summed per device, one sync per device. */
+bool all_finite(const std::vector<Tensor>& tensors);
+
 /**
  * Back-propagates from `roots` with `grads` (one per root; undefined means ones for a
  * scalar root). Throws if a root does not require grad or a non-scalar root has no grad.

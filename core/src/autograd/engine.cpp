@@ -213,11 +213,24 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 bool anomaly_detection() { return g_anomaly.load(std::memory_order_relaxed); }
 void set_anomaly_detection(bool on) { g_anomaly.store(on, std::memory_order_relaxed); }
 
-bool all_finite(const Tensor& t) {
-  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
+bool all_finite(const Tensor& t) { return all_finite(std::vector<Tensor>{t}); }
+
+bool all_finite(const std::vector<Tensor>& tensors) {
   NoGradGuard no_grad;
-  // x * 0 is 0 for finite x and NaN for NaN or Inf: one reduction and one sync.
-  return std::isfinite(sum(mul(t.detach(), 0.0)).item<double>());
+  // x * 0 is 0 for finite x and NaN for NaN or Inf: one sum per tensor, added up per device
+  // on the device, so the host waits once per device rather than once per tensor.
+  std::vector<std::pair<Device, Tensor>> probes;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
+    const Tensor probe = sum(mul(t.detach(), 0.0)).to(DType::f32);
+    auto it = std::find_if(probes.begin(), probes.end(), [&](const auto& q) { return q.first == t.device(); });
+    if (it == probes.end()) probes.emplace_back(t.device(), probe);
+    else it->second = add(it->second, probe);
+  }
+  for (const auto& probe : probes) {
+    if (!std::isfinite(probe.second.item<double>())) return false;
+  }
+  return true;
 }
 
 // ---- Tensor methods ----
