@@ -14,7 +14,7 @@
 #include "gemm.h"
 #include "tessera/runtime.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 struct ConvGeom {
@@ -233,4 +233,4 @@ void register_conv(KernelTable& table) {
   table[OpId::Conv2dWeightGrad] = &conv_dispatch<WGrad>;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -6,7 +6,7 @@
 #include "cpu_backend.h"
 #include "tessera/kernels/convert.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 using backend_common::for_range;
 using backend_common::make_plan;
@@ -67,4 +67,4 @@ void register_copy_fill(KernelTable& table) {
   table[OpId::Fill] = &fill_kernel;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

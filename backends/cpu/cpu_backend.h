@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "../common/dtype_dispatch.h"
+#include "isa.h"
 #include "tessera/backend/backend.h"
 #include "tessera/tensor.h"
 
@@ -22,7 +23,11 @@ template <template <class> class K> void float_dispatch(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), op_name(c.op).data(), [&]<class T>() { K<T>{}(c); });
 }
 
-/** Kernel registration, one function per family (each in its own translation unit). */
+}  // namespace tessera::cpu
+
+// Kernel registration, one function per family (each in its own translation unit), in the
+// kernel set's namespace (isa.h).
+TESSERA_CPU_KERNELS_BEGIN
 void register_elementwise(KernelTable& table);
 void register_copy_fill(KernelTable& table);
 void register_reductions(KernelTable& table);
@@ -36,7 +41,8 @@ void register_norm(KernelTable& table);
 void register_cross_entropy(KernelTable& table);
 void register_optim(KernelTable& table);
 
-/** The SIMD path the kernels were compiled for ("avx2+fma" or "generic"). */
+/** The SIMD path this kernel set was compiled for ("avx512", "avx2+fma" or "generic"). */
 const char* simd_path();
-
-}  // namespace tessera::cpu
+/** Registers every kernel of this set (register.cpp picks the set). */
+void register_kernels(KernelTable& table);
+TESSERA_CPU_KERNELS_END

@@ -6,7 +6,7 @@
 #include "../common/row_math.h"
 #include "cpu_backend.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 template <class T, class I> void cross_entropy(const KernelCall& c) {
@@ -89,4 +89,4 @@ void register_cross_entropy(KernelTable& table) {
   table[OpId::CrossEntropyBackward] = &cross_entropy_backward_kernel;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

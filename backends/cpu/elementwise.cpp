@@ -8,7 +8,7 @@
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/unary.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 using backend_common::for_range;
 using backend_common::make_plan;
@@ -126,4 +126,4 @@ void register_elementwise(KernelTable& table) {
   table[OpId::Where] = &where_kernel;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -15,7 +15,7 @@
 
 #include "cpu_backend.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 constexpr int64_t kMR = 6;     // micro-tile rows (broadcast A)
@@ -259,11 +259,28 @@ void dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_
 
 // Defined here, in a kernel translation unit, so it reports the flags the kernels got.
 const char* simd_path() {
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(TESSERA_CPU_AVX512)
+  return "avx512";
+#elif defined(__AVX2__) && defined(__FMA__)
   return "avx2+fma";
 #else
   return "generic";
 #endif
+}
+
+void register_kernels(KernelTable& table) {
+  register_elementwise(table);
+  register_copy_fill(table);
+  register_reductions(table);
+  register_softmax(table);
+  register_linalg(table);
+  register_indexing(table);
+  register_random(table);
+  register_conv(table);
+  register_pool(table);
+  register_norm(table);
+  register_cross_entropy(table);
+  register_optim(table);
 }
 
 namespace {
@@ -364,4 +381,4 @@ void sgemm(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOper
   }
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -10,7 +10,9 @@
 #include "tessera/kernels/half.h"
 #include "tessera/kernels/activation.h"
 
-namespace tessera::cpu {
+#include "isa.h"
+
+TESSERA_CPU_KERNELS_BEGIN
 
 struct GemmOperand {
   const void* data;
@@ -53,4 +55,4 @@ void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
   }
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

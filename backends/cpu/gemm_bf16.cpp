@@ -17,23 +17,9 @@
 #include "tessera/kernels/half.h"
 #include "tessera/runtime.h"
 
-namespace tessera::cpu {
-namespace bf16 {
-
-bool available() {
-#if defined(TESSERA_HAVE_AVX512BF16_KERNEL)
-  static const bool ok = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-  return ok;
-#else
-  return false;
-#endif
-}
-
-#if !defined(TESSERA_HAVE_AVX512BF16_KERNEL)
-void micro_kernel(int64_t, const uint32_t*, const uint16_t*, float*, int64_t, bool, uint16_t*, int64_t) {
-  throw Error("matmul: the AVX512_BF16 kernel is not built into this library");
-}
-#endif
+TESSERA_CPU_KERNELS_BEGIN
+namespace bf16_packing {
+using namespace ::tessera::cpu::bf16;
 
 namespace {
 constexpr int64_t kMC = 144;   // rows per task (12 panels; 144 x 512 A block = 144 KiB, in L2)
@@ -116,11 +102,12 @@ void pack_b(const GemmOperand& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc
   }
 }
 }  // namespace
-}  // namespace bf16
+}  // namespace bf16_packing
 
 bool sgemm_bf16(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c, int64_t ldc, bool parallel,
                 BFloat16* out, int64_t ldo) {
-  using namespace bf16;
+  using namespace ::tessera::cpu::bf16;
+  using namespace bf16_packing;
   if (!available() || a.dtype != DType::bf16 || b.dtype != DType::bf16 || m <= 0 || n <= 0 || k <= 0) return false;
   // A bf16 result: the last slab's tiles are rounded in registers straight into `out`; earlier
   // slabs (K > kKC) sum in an f32 scratch.
@@ -197,4 +184,4 @@ bool sgemm_bf16(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const Gem
   return true;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -6,7 +6,7 @@
 #include "../common/dtype_dispatch.h"
 #include "line_plan.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 using backend_common::for_range;
 using backend_common::make_plan;
@@ -132,4 +132,4 @@ void register_indexing(KernelTable& table) {
   table[OpId::ScatterAdd] = &scatter_add_kernel;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -8,7 +8,7 @@
 #include "gemm.h"
 #include "tessera/kernels/convert.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 bool sgemm_dtype(DType dt) { return dt == DType::f32 || dt == DType::f16 || dt == DType::bf16; }
@@ -163,4 +163,4 @@ void register_linalg(KernelTable& table) {
   table[OpId::Linear] = &linear_kernel;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

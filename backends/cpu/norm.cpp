@@ -7,7 +7,7 @@
 #include "../common/dtype_dispatch.h"
 #include "cpu_backend.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 template <class T> const T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr; }
@@ -204,4 +204,4 @@ void register_norm(KernelTable& table) {
   table[OpId::LayerNormBackward] = &float_dispatch<LnB>;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

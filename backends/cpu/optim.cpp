@@ -5,7 +5,7 @@
 #include "cpu_backend.h"
 #include "tessera/kernels/optim.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 template <class T> struct Adam {
@@ -78,4 +78,4 @@ void register_optim(KernelTable& table) {
   table[OpId::SgdUpdate] = &float_dispatch<Sgd>;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -6,7 +6,7 @@
 #include "../common/dtype_dispatch.h"
 #include "cpu_backend.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 struct PoolGeom {
@@ -181,4 +181,4 @@ void register_pool(KernelTable& table) {
   table[OpId::AvgPool2dBackward] = &float_dispatch<AvgB>;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -8,7 +8,7 @@
 #include "tessera/kernels/philox.h"
 #include "tessera/kernels/random_draw.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 // Runs f(block_words, first_element, count) over contiguous output blocks of 4 elements.
@@ -117,4 +117,4 @@ void register_random(KernelTable& table) {
   table[OpId::DropoutAdd] = &dropout_add_kernel;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

@@ -12,7 +12,7 @@
 #include "tessera/kernels/math.h"
 #include "tessera/kernels/reduce.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 using backend_common::for_range;
 using backend_common::make_plan;
@@ -189,4 +189,4 @@ void register_reductions(KernelTable& table) {
   table[OpId::Cumsum] = &cumsum_kernel;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END

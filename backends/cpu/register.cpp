@@ -18,6 +18,13 @@
 #include "tessera/backend/registry.h"
 #include "tessera/runtime.h"
 
+#if defined(TESSERA_CPU_HAS_AVX512_VARIANT)
+namespace tessera::cpu::avx512 {
+void register_kernels(KernelTable& table);
+const char* simd_path();
+}  // namespace tessera::cpu::avx512
+#endif
+
 namespace tessera {
 namespace cpu {
 namespace {
@@ -41,7 +48,7 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-std::string cpu_features() {
+std::string cpu_feature_list() {
   std::string f;
   auto add = [&f](bool on, const char* name) {
     if (on) f += (f.empty() ? "" : " ") + std::string(name);
@@ -52,7 +59,14 @@ std::string cpu_features() {
   add(__builtin_cpu_supports("avx"), "avx");
   add(__builtin_cpu_supports("avx2"), "avx2");
   add(__builtin_cpu_supports("fma"), "fma");
-  add(__builtin_cpu_supports("avx512f"), "avx512f");
+  const CpuFeatures& cf = cpu_features();
+  add(cf.f16c, "f16c");
+  add(cf.avx512f, "avx512f");
+  add(cf.avx512bw, "avx512bw");
+  add(cf.avx512vl, "avx512vl");
+  add(cf.avx512dq, "avx512dq");
+  add(cf.avx512bf16, "avx512_bf16");
+  add(cf.avx512fp16, "avx512_fp16");
 #elif defined(__aarch64__)
   add(true, "neon");
 #endif
@@ -63,18 +77,17 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend() : allocator_("cpu:0", memory_) {
     if (const char* g = std::getenv("TESSERA_ALLOC_GUARD"); g && std::strcmp(g, "0") != 0) allocator_.set_guards(true);
-    register_elementwise(kernels_);
-    register_copy_fill(kernels_);
-    register_reductions(kernels_);
-    register_softmax(kernels_);
-    register_linalg(kernels_);
-    register_indexing(kernels_);
-    register_random(kernels_);
-    register_conv(kernels_);
-    register_pool(kernels_);
-    register_norm(kernels_);
-    register_cross_entropy(kernels_);
-    register_optim(kernels_);
+    // One kernel set for the process, chosen once: every kernel then agrees on the ISA.
+    isa_ = select_isa();
+#if defined(TESSERA_CPU_HAS_AVX512_VARIANT)
+    if (isa_ == Isa::avx512) {
+      avx512::register_kernels(kernels_);
+      simd_ = avx512::simd_path();
+      return;
+    }
+#endif
+    base::register_kernels(kernels_);
+    simd_ = base::simd_path();
   }
   const char* name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::cpu; }
@@ -84,8 +97,10 @@ class CpuBackend final : public Backend {
     info.name = cpu_model_name();
     info.total_memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
     info.compute_units = tbb::info::default_concurrency();
-    info.properties = {{"simd (cpu)", cpu_features()},
-                       {"simd (kernels)", simd_path()},
+    info.properties = {{"simd (cpu)", cpu_feature_list()},
+                       {"simd (kernels)", simd_},
+                       {"kernel ISA", isa_name(isa_) + (std::getenv("TESSERA_CPU_ISA") ? " (TESSERA_CPU_ISA)" : " (cpuid)") +
+                                          (has_avx512_variant() ? "; built: " + isa_name(Isa::base) + ", avx512" : "; built: " + isa_name(Isa::base))},
                        {"threads", std::to_string(num_threads())}};
     return info;
   }
@@ -103,6 +118,8 @@ class CpuBackend final : public Backend {
  private:
   HostMemory memory_;
   CachingAllocator allocator_;
+  Isa isa_ = Isa::base;
+  const char* simd_ = "";
 };
 
 std::mutex g_threads_mutex;

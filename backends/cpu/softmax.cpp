@@ -6,7 +6,7 @@
 #include "line_plan.h"
 #include "tessera/kernels/math.h"
 
-namespace tessera::cpu {
+TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
 template <bool kLog> void softmax_kernel(const KernelCall& c) {
@@ -55,4 +55,4 @@ void register_softmax(KernelTable& table) {
   table[OpId::LogSoftmax] = &softmax_kernel<true>;
 }
 
-}  // namespace tessera::cpu
+TESSERA_CPU_KERNELS_END
