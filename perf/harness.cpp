@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
+#include "peer_info.h"
 #include "tessera/backend/backend.h"
 #include "tessera/backend/registry.h"
 #include "tessera/nn/file_io.h"
@@ -129,6 +130,13 @@ std::vector<Device> selected_devices(const Options& o) {
 std::vector<Record> run(const Options& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const int threads = num_threads();
+  const peers::LibraryInfo libs = peers::library_info();
+  if (!libs.openblas_version.empty()) {
+    std::printf("# peers: %s, core %s (from %s)%s%s%s%s\n", libs.openblas_version.c_str(), libs.openblas_core.c_str(),
+                libs.openblas_core_source.c_str(), libs.onednn_version.empty() ? "" : "; ", libs.onednn_version.c_str(),
+                libs.torch_version.empty() ? "" : "; ", libs.torch_version.c_str());
+  }
+  for (const std::string& w : libs.warnings) std::printf("# WARNING: %s\n", w.c_str());
   for (const std::string& s : o.suites) {
     if (std::find(suite_names().begin(), suite_names().end(), s) == suite_names().end()) {
       throw Error(detail::concat("bench: unknown suite '", s, "'"));
@@ -158,6 +166,22 @@ std::vector<Record> run(const Options& o) {
 
 void write_json(const std::vector<Record>& records, const std::string& path, const Options& o) {
   nlohmann::json arr = nlohmann::json::array();
+  const peers::LibraryInfo libs = peers::library_info();
+  // What each peer is, so a ratio can be judged: the library version and the OpenBLAS core
+  // under it (libtorch's matmuls run on the same OpenBLAS), and any fallback warning.
+  auto peer_library = [&](const std::string& peer) -> std::string {
+    if (peer == "openblas") return libs.openblas_version;
+    if (peer == "libtorch") return libs.torch_version + (libs.onednn_version.empty() ? "" : " (convolutions: " + libs.onednn_version + ")");
+    if (peer == "onednn") return libs.onednn_version;
+    return "";
+  };
+  const Backend* cpu_backend = find_backend(DeviceType::cpu);
+  std::string cpu_isa;
+  if (cpu_backend) {
+    for (const auto& [key, value] : cpu_backend->device_info(0).properties) {
+      if (key == "simd (kernels)") cpu_isa = value;
+    }
+  }
   for (const Record& r : records) {
     nlohmann::json j{{"suite", r.suite}, {"case", r.name}, {"backend", r.backend}, {"device", r.device}, {"dtype", r.dtype},
                      {"shape", r.shape}, {"median_s", r.median_s}, {"min_s", r.min_s}, {"max_s", r.max_s},
@@ -168,6 +192,12 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
     j["peer"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.peer);
     j["peer_median_s"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.peer_median_s);
     j["ratio"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.ratio);
+    if (r.backend == "cpu" && !cpu_isa.empty()) j["cpu_kernels"] = cpu_isa;
+    if (const std::string lib = peer_library(r.peer); !lib.empty()) j["peer_library"] = lib;
+    if ((r.peer == "openblas" || r.peer == "libtorch") && !libs.openblas_core.empty()) {
+      j["peer_openblas_core"] = libs.openblas_core;
+      j["peer_openblas_core_fallback"] = peers::openblas_core_is_fallback(libs.openblas_core);
+    }
     arr.push_back(j);
   }
   write_file_atomically(arr.dump(1) + "\n", path);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "../perf/peer_info.h"
 #include "commands.h"
 #include "tessera/error.h"
 #include "tessera_build_config.h"
@@ -15,18 +16,28 @@ namespace {
 // OpenMP workers spin after each call by default and steal the cores Tessera is then timed on
 // (its bf16 GEMM measured 0.56x oneDNN that way, 0.9x with passive workers). libgomp reads
 // OMP_WAIT_POLICY once, when it is loaded, so the command re-executes itself with it set.
-void passive_openmp_for_bench(int argc, char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+// OpenBLAS, likewise, picks its kernel once, when it loads, and Debian's 0.3.21 falls back to
+// an SSE3 kernel on CPUs it does not know (perf/peer_info.cpp): the bench sets
+// OPENBLAS_CORETYPE to the best core for this CPU unless the user chose one.
+void prepare_bench_environment(int argc, char** argv) {
   bool bench = false;
   for (int i = 1; i < argc; ++i) bench = bench || std::strcmp(argv[i], "bench") == 0;
   if (!bench) return;
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+  bool changed = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && !tessera::bench::peers::best_openblas_core().empty()) {
+    setenv("OPENBLAS_CORETYPE", tessera::bench::peers::best_openblas_core().c_str(), 1);
+    changed = true;
+  }
+  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 }  // namespace
 
 int main(int argc, char** argv) {
-  passive_openmp_for_bench(argc, argv);
+  prepare_bench_environment(argc, argv);
   CLI::App app{"tessera — portable tensor engine (CPU/oneTBB, CUDA, HIP, Kokkos)"};
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION_STRING);
   app.require_subcommand(1);
