@@ -1,9 +1,11 @@
 // Generic elementwise kernels: every unary/binary functor in core/kernels becomes a CPU
-// kernel here through the op list, with a contiguous fast path (vectorised by the compiler
+// kernel here through the op list (exp, log, tanh, erf and the activations through their
+// vectorisable float versions in vec_math.h), with a contiguous fast path (vectorised by the compiler
 // for the ISA this file is built for) and a strided path for views and broadcasts.
 #include "../common/dtype_dispatch.h"
 #include "../common/strided_loop.h"
 #include "cpu_backend.h"
+#include "vec_math.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/unary.h"
@@ -120,7 +122,7 @@ void activation_backward_kernel(const KernelCall& c) {
 
 void register_elementwise(KernelTable& table) {
   table[OpId::ActivationBackward] = &activation_backward_kernel;
-#define TESSERA_UNARY_OP(id, name, fn, policy) table[OpId::id] = &unary_kernel<kernels::fn, DTypePolicy::policy>;
+#define TESSERA_UNARY_OP(id, name, fn, policy) table[OpId::id] = &unary_kernel<vmath::fast_t<kernels::fn>, DTypePolicy::policy>;
 #define TESSERA_BINARY_OP(id, name, fn, policy) table[OpId::id] = &binary_kernel<kernels::fn, DTypePolicy::policy>;
 #include "tessera/ops/op_list.inc"
   table[OpId::Where] = &where_kernel;
