@@ -65,6 +65,9 @@ void elementwise_cases(const Ctx& c, std::vector<Case>& out) {
   out.push_back({"elementwise", "add", "f32", {n}, 0, 3 * f, 1, [t] { (void)add((*t)[0], (*t)[1]); }, triad()});
   out.push_back({"elementwise", "mul", "f32", {n}, 0, 3 * f, 1, [t] { (void)mul((*t)[0], (*t)[1]); }, triad()});
   out.push_back({"elementwise", "exp", "f32", {n}, 0, 2 * f, 1, [t] { (void)exp((*t)[0]); }, triad()});
+  out.push_back({"elementwise", "log", "f32", {n}, 0, 2 * f, 1, [t] { (void)log((*t)[0]); }, triad()});
+  out.push_back({"elementwise", "tanh", "f32", {n}, 0, 2 * f, 1, [t] { (void)tanh((*t)[0]); }, triad()});
+  out.push_back({"elementwise", "gelu", "f32", {n}, 0, 2 * f, 1, [t] { (void)gelu((*t)[0]); }, triad()});
   out.push_back({"elementwise", "add_broadcast_row", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)add((*t)[2], (*t)[3]); }, triad()});
   // bias + GELU as the two ops a model runs (bytes counted once: what a fused kernel would move).
   out.push_back({"elementwise", "bias_gelu", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)gelu(add((*t)[2], (*t)[3])); }, triad()});

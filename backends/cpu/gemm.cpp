@@ -14,6 +14,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "vec_math.h"
 
 TESSERA_CPU_KERNELS_BEGIN
 namespace {
@@ -211,6 +212,11 @@ void epilogue_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t j0
   switch (e.activation) {
     case Activation::none: return;
     case Activation::relu: activate_rows(c, ldc, rows, cols, kernels::ReluFn{}); return;
+    case Activation::gelu: activate_rows(c, ldc, rows, cols, vmath::GeluFn{}); return;
+    case Activation::gelu_tanh: activate_rows(c, ldc, rows, cols, vmath::GeluTanhFn{}); return;
+    case Activation::silu: activate_rows(c, ldc, rows, cols, vmath::SiluFn{}); return;
+    case Activation::sigmoid: activate_rows(c, ldc, rows, cols, vmath::SigmoidFn{}); return;
+    case Activation::tanh: activate_rows(c, ldc, rows, cols, vmath::TanhFn{}); return;
     default: activate_rows(c, ldc, rows, cols, [&](float v) { return kernels::apply_activation(e.activation, v); });
   }
 }

@@ -1,11 +1,12 @@
 // Fused batch_norm and layer_norm, forward and backward. Statistics accumulate in double
-// in a fixed order (per channel / per row, sequentially), so results do not depend on the
-// thread count.
+// in a fixed order (per channel sequentially; per row in 16 lanes, lanes.h), so results do not
+// depend on the thread count or the kernel set.
 #include <cmath>
 #include <vector>
 
 #include "../common/dtype_dispatch.h"
 #include "cpu_backend.h"
+#include "lanes.h"
 
 TESSERA_CPU_KERNELS_BEGIN
 namespace {
@@ -117,13 +118,12 @@ template <class T> void ln_forward(const KernelCall& c) {
   parallel_for(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = xp + r * d;
-      double s = 0, v = 0;
-      for (int64_t j = 0; j < d; ++j) s += static_cast<double>(static_cast<C>(row[j]));
+      const double s = lane_sum(d, [&](int64_t j) { return static_cast<double>(static_cast<C>(row[j])); });
       const double mu = s / static_cast<double>(d);
-      for (int64_t j = 0; j < d; ++j) {
+      const double v = lane_sum(d, [&](int64_t j) {
         const double t = static_cast<double>(static_cast<C>(row[j])) - mu;
-        v += t * t;
-      }
+        return t * t;
+      });
       const double rs = 1.0 / std::sqrt(v / static_cast<double>(d) + c.attrs.scalar);
       mean_out[r] = static_cast<S>(mu);
       rstd_out[r] = static_cast<S>(rs);
@@ -156,14 +156,11 @@ template <class T> void ln_backward(const KernelCall& c) {
   };
   parallel_for(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      double mean_dxhat = 0, mean_dxhat_xhat = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        const double dxh = static_cast<double>(static_cast<C>(gp[r * d + j])) * (gamma ? static_cast<double>(static_cast<C>(gamma[j])) : 1.0);
-        mean_dxhat += dxh;
-        mean_dxhat_xhat += dxh * xhat(r, j);
-      }
-      mean_dxhat /= static_cast<double>(d);
-      mean_dxhat_xhat /= static_cast<double>(d);
+      auto dxhat = [&](int64_t j) {
+        return static_cast<double>(static_cast<C>(gp[r * d + j])) * (gamma ? static_cast<double>(static_cast<C>(gamma[j])) : 1.0);
+      };
+      const double mean_dxhat = lane_sum(d, dxhat) / static_cast<double>(d);
+      const double mean_dxhat_xhat = lane_sum(d, [&](int64_t j) { return dxhat(j) * xhat(r, j); }) / static_cast<double>(d);
       for (int64_t j = 0; j < d; ++j) {
         const double dxh = static_cast<double>(static_cast<C>(gp[r * d + j])) * (gamma ? static_cast<double>(static_cast<C>(gamma[j])) : 1.0);
         dx[r * d + j] = static_cast<T>(static_cast<double>(rstd[r]) * (dxh - mean_dxhat - xhat(r, j) * mean_dxhat_xhat));

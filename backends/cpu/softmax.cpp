@@ -3,7 +3,9 @@
 #include <type_traits>
 
 #include "../common/dtype_dispatch.h"
+#include "lanes.h"
 #include "line_plan.h"
+#include "vec_math.h"
 #include "tessera/kernels/math.h"
 
 TESSERA_CPU_KERNELS_BEGIN
@@ -14,6 +16,30 @@ template <bool kLog> void softmax_kernel(const KernelCall& c) {
   backend_common::dispatch_float(x.dtype(), op_name(c.op).data(), [&]<class T>() {
     using C = compute_t<T>;
     const LinePlan lp = make_line_plan(x, c.outputs[0], c.attrs.axis);
+    if constexpr (std::is_same_v<T, float>) {
+      if (lp.in_step == sizeof(float) && lp.out_step == sizeof(float)) {
+        // Contiguous f32 rows (the last axis): two vectorised passes over the input (max, then
+        // exp and its sum, storing exp for softmax) and one over the output.
+        parallel_lines(lp, [&](char* out_bytes, const char* in_bytes) {
+          const float* in = reinterpret_cast<const float*>(in_bytes);
+          float* out = reinterpret_cast<float*>(out_bytes);
+          const int64_t n = lp.length;
+          float mx = lane_max(n, in);
+          if (mx == -INFINITY) mx = 0;  // see below
+          if constexpr (kLog) {
+            const double sum = lane_sum(n, [&](int64_t i) { return static_cast<double>(vmath::exp(in[i] - mx)); });
+            const float shift = mx + static_cast<float>(std::log(sum));
+            for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
+          } else {
+            for (int64_t i = 0; i < n; ++i) out[i] = vmath::exp(in[i] - mx);  // a plain loop vectorises
+            const double sum = lane_sum(n, [&](int64_t i) { return static_cast<double>(out[i]); });
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+          }
+        });
+        return;
+      }
+    }
     parallel_lines(lp, [&](char* out, const char* in) {
       auto at = [&](int64_t i) { return static_cast<C>(*reinterpret_cast<const T*>(in + i * lp.in_step)); };
       C mx = -INFINITY;
