@@ -148,9 +148,11 @@ TESSERA_VMATH float gelu_tanh(float x) {
 
 // Functors with the core/kernels interface: the vectorisable float versions, and double (and
 // everything else) through the shared functor, so results in double stay correctly rounded.
+// always_inline: GCC otherwise keeps the larger ones (gelu = erf + exp) as a call inside the
+// kernel loop, which then does not vectorise (gelu ran at 1.3 GB/s in the AVX2 set).
 #define TESSERA_VMATH_FUNCTOR(Name, Shared, fn)                               \
   struct Name {                                                               \
-    float operator()(float x) const { return vmath::fn(x); }                  \
+    [[gnu::always_inline]] float operator()(float x) const { return vmath::fn(x); } \
     template <class T> T operator()(T x) const { return kernels::Shared{}(x); } \
   };
 TESSERA_VMATH_FUNCTOR(ExpFn, ExpFn, exp)
