@@ -80,8 +80,10 @@ void reduction_cases(const Ctx& c, std::vector<Case>& out) {
   out.push_back({"reduce", "sum_all", "f32", {n}, 0, f, 1, [t] { (void)sum((*t)[0]); }, std::nullopt});
   out.push_back({"reduce", "sum_rows", "f32", {rows, cols}, 0, f, 1, [t] { (void)sum((*t)[1], {1}); }, std::nullopt});
   out.push_back({"reduce", "amax_rows", "f32", {rows, cols}, 0, f, 1, [t] { (void)amax((*t)[1], {1}); }, std::nullopt});
-  out.push_back({"softmax", "softmax", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)softmax((*t)[1], -1); }, std::nullopt});
-  out.push_back({"layer_norm", "layer_norm", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)layer_norm((*t)[1], 1); }, std::nullopt});
+  // Row kernels read and write each element once at best: compared with the bandwidth bar.
+  auto triad = [&] { return c.on_cpu ? std::optional<Peer>(peers::stream_triad(n, c.threads)) : peers::device_copy(c.dev, n * 4); };
+  out.push_back({"softmax", "softmax", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)softmax((*t)[1], -1); }, triad()});
+  out.push_back({"layer_norm", "layer_norm", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)layer_norm((*t)[1], 1); }, triad()});
 }
 
 void conv_cases(const Ctx& c, std::vector<Case>& out) {
@@ -100,7 +102,8 @@ void conv_cases(const Ctx& c, std::vector<Case>& out) {
   const int64_t pb = c.quick ? 8 : 128;
   auto p = keep(randn({pb, 32, 28, 28}, DType::f32, c.dev));
   out.push_back({"pool", "max_pool2d", "f32", {pb, 32, 28, 28}, 0, 4.0 * pb * 32 * 28 * 28 * 1.25, 1,
-                 [p] { (void)max_pool2d((*p)[0], {2, 2}); }, std::nullopt});
+                 [p] { (void)max_pool2d((*p)[0], {2, 2}); },
+                 c.on_cpu ? std::optional<Peer>(peers::stream_triad(c.quick ? (1 << 20) : (16 << 20), c.threads)) : std::nullopt});
 }
 
 void memory_op_cases(const Ctx& c, std::vector<Case>& out) {
