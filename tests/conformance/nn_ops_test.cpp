@@ -86,6 +86,27 @@ TEST_CASE("pooling matches the reference") {
   const auto [ys, is] = max_pool2d_with_indices(special, {2, 2});
   CHECK(is.to_vector<int64_t>() == std::vector<int64_t>{4, 2, 8, 10});  // NaN wins; first of equal maxima
   CHECK(std::isnan(ys.to_vector<float>()[0]));
+  {
+    // Rows wide enough for the vectorised 2x2 path (40 windows): NaN in each tap position and
+    // ties between taps, against the scan-order rules computed here.
+    const int64_t wo = 40, w = 2 * wo;
+    std::vector<float> v(static_cast<size_t>(2 * w));
+    for (int64_t j = 0; j < w; ++j) v[j] = static_cast<float>((j * 7) % 5), v[w + j] = static_cast<float>((j * 3) % 5);
+    for (int64_t t = 0; t < 4; ++t) v[static_cast<size_t>((t / 2) * w + 2 * (5 + 9 * t) + t % 2)] = NAN;
+    const auto [yw, iw] = max_pool2d_with_indices(from_vector(v, {1, 1, 2, w}).to(device()), {2, 2});
+    const std::vector<float> got = yw.to_vector<float>();
+    const std::vector<int64_t> got_i = iw.to_vector<int64_t>();
+    for (int64_t o = 0; o < wo; ++o) {
+      const int64_t taps[4] = {2 * o, 2 * o + 1, w + 2 * o, w + 2 * o + 1};
+      int64_t want = taps[0];
+      for (int64_t t = 1; t < 4 && !std::isnan(v[want]); ++t) {
+        if (std::isnan(v[taps[t]]) || v[taps[t]] > v[want]) want = taps[t];
+      }
+      CAPTURE(o);
+      CHECK(got_i[o] == want);
+      CHECK((std::isnan(got[o]) ? std::isnan(v[want]) : got[o] == v[want]));
+    }
+  }
   const auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
   CHECK(idx.dtype() == DType::i64);
   TESSERA_CHECK_CLOSE(adaptive_avg_pool2d(x, {1, 1}), to_ref(mean(x, {2, 3}, true)));
