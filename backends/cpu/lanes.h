@@ -29,15 +29,22 @@ template <class F> [[gnu::always_inline]] inline double lane_sum(int64_t n, F&& 
  *  through a later sum). GCC vector types: the compare-and-select of a scalar loop does not
  *  vectorise without -ffinite-math-only (maxps differs from fmaxf on NaN). */
 [[gnu::always_inline]] inline float lane_max(int64_t n, const float* x) {
-  typedef float F16 __attribute__((vector_size(64)));
-  F16 acc;
-  for (int l = 0; l < kLanes; ++l) acc[l] = -__builtin_inff();
+  // Two 8-wide vectors (lanes 0-7 and 8-15): a native width for AVX2 (a 16-wide GCC vector is
+  // lowered there to scalar selects through the stack) and still one pass for AVX-512.
+  typedef float F8 __attribute__((vector_size(32)));
+  F8 lo, hi;
+  for (int l = 0; l < 8; ++l) lo[l] = hi[l] = -__builtin_inff();
   const int64_t full = n / kLanes * kLanes;
   for (int64_t j = 0; j < full; j += kLanes) {
-    F16 v;
-    __builtin_memcpy(&v, x + j, sizeof v);
-    acc = v > acc ? v : acc;
+    F8 a, b;
+    __builtin_memcpy(&a, x + j, sizeof a);
+    __builtin_memcpy(&b, x + j + 8, sizeof b);
+    lo = a > lo ? a : lo;
+    hi = b > hi ? b : hi;
   }
+  float acc[kLanes];
+  __builtin_memcpy(acc, &lo, sizeof lo);
+  __builtin_memcpy(acc + 8, &hi, sizeof hi);
   for (int64_t j = full; j < n; ++j) acc[j - full] = x[j] > acc[j - full] ? x[j] : acc[j - full];
   float m = acc[0];
   for (int l = 1; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
