@@ -25,8 +25,47 @@ template <class T> using MinR = kernels::MinReducer<T>;
 constexpr int kLanes = 8;
 constexpr int64_t kChunk = 16384;
 
+// Max/min of contiguous floats: the shared reducer's sticky-NaN merge is a branch per element,
+// which does not vectorise (row max ran at 6.6 GB/s). Here each lane keeps a plain select
+// (NaN never wins it) and a NaN flag; any NaN makes the result NaN, as the merge would.
+template <class R> inline constexpr int kExtremeFloat = 0;
+template <> inline constexpr int kExtremeFloat<kernels::ExtremeReducer<float, true>> = 1;
+template <> inline constexpr int kExtremeFloat<kernels::ExtremeReducer<float, false>> = -1;
+
+template <bool kMax> float extreme_floats(const float* x, int64_t n) {
+  // GCC vector types (8 lanes, native on AVX2): the scalar form of this loop is not vectorised
+  // by the SLP pass (a float select and an int flag per lane).
+  typedef float F8 __attribute__((vector_size(32)));
+  typedef int32_t I8 __attribute__((vector_size(32)));
+  static_assert(kLanes == 8);
+  F8 acc;
+  for (int l = 0; l < kLanes; ++l) acc[l] = kMax ? -INFINITY : INFINITY;
+  I8 nan = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    F8 v;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    acc = (kMax ? v > acc : v < acc) ? v : acc;
+    nan |= v != v;
+  }
+  float total = acc[0];
+  int32_t any_nan = nan[0];
+  for (int l = 1; l < kLanes; ++l) {
+    total = (kMax ? acc[l] > total : acc[l] < total) ? acc[l] : total;
+    any_nan |= nan[l];
+  }
+  for (; i < n; ++i) {
+    total = (kMax ? x[i] > total : x[i] < total) ? x[i] : total;
+    any_nan |= static_cast<int32_t>(x[i] != x[i]);
+  }
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : total;
+}
+
 template <class R, class T> typename R::Acc reduce_run(const char* p, int64_t stride, int64_t n) {
   using Acc = typename R::Acc;
+  if constexpr (kExtremeFloat<R> != 0) {
+    if (stride == sizeof(float)) return extreme_floats<(kExtremeFloat<R> > 0)>(reinterpret_cast<const float*>(p), n);
+  }
   Acc acc[kLanes];
   for (auto& a : acc) a = R::init();
   int64_t i = 0;

@@ -130,6 +130,24 @@ TEST_CASE("softmax is stable for huge logits and NaN propagates through reductio
   CHECK(std::isnan(amax(n).item<float>()));
   CHECK(std::isnan(sum(n).item<float>()));
   CHECK(argmax(n).item<int64_t>() == 1);
+  // Rows long enough for the vectorised CPU paths (several 8/16-lane blocks plus a tail): a NaN
+  // in a block or in the tail makes amax/amin and that softmax row NaN; -inf/+inf stay exact.
+  std::vector<float> rows(4 * 37);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>((i * 13) % 29) - 14.0f;
+  rows[1 * 37 + 5] = NAN;                            // row 1: NaN inside a lane block
+  rows[2 * 37 + 36] = NAN;                           // row 2: NaN in the tail
+  rows[3 * 37 + 20] = INFINITY, rows[3 * 37 + 7] = -INFINITY;  // row 3: infinities
+  const Tensor r = from_vector(rows, {4, 37}).to(device());
+  const auto mx = amax(r, {1}).to_vector<float>(), mn = amin(r, {1}).to_vector<float>();
+  CHECK(mx[0] == 14.0f);
+  CHECK(mn[0] == -14.0f);
+  CHECK((std::isnan(mx[1]) && std::isnan(mn[1]) && std::isnan(mx[2]) && std::isnan(mn[2])));
+  CHECK((mx[3] == INFINITY && mn[3] == -INFINITY));
+  const auto sm = softmax(r.narrow(0, 0, 3), 1).to_vector<float>();
+  CHECK((std::isnan(sm[37 + 0]) && std::isnan(sm[2 * 37 + 0])));
+  double row0 = 0;
+  for (int j = 0; j < 37; ++j) row0 += sm[j];
+  CHECK(row0 == doctest::Approx(1.0));
 }
 
 TEST_CASE("empty and size-1 reductions") {
