@@ -8,6 +8,15 @@
 
 #include "macros.h"
 
+// Host code built with F16C (the CPU kernels: their base set is AVX2 + FMA + F16C) converts
+// with the hardware's vcvtps2ph/vcvtph2ps: the same bits as the integer code below (round to
+// nearest even from the immediate, never MXCSR; NaN quieted with its top payload bits; FTZ
+// does not apply), one instruction instead of ~20 and a loop for subnormals.
+#if defined(__F16C__) && !defined(TESSERA_DEVICE_CODE)
+#include <immintrin.h>
+#define TESSERA_F16C_CONVERSIONS 1
+#endif
+
 namespace tessera {
 
 namespace detail {
@@ -22,7 +31,7 @@ TESSERA_HD_INLINE float bits_float(uint32_t u) {
   return f;
 }
 
-TESSERA_HD_INLINE uint16_t float_to_half_bits(float f) {
+TESSERA_HD_INLINE uint16_t float_to_half_bits_soft(float f) {
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7fffffffu;
@@ -48,11 +57,11 @@ TESSERA_HD_INLINE uint16_t float_to_half_bits(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-TESSERA_HD_INLINE float half_bits_to_float(uint16_t h) {
+TESSERA_HD_INLINE float half_bits_to_float_soft(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu;
-  if (e == 0x1f) return bits_float(sign | 0x7f800000u | (m << 13));
+  if (e == 0x1f) return bits_float(sign | 0x7f800000u | (m != 0 ? 0x400000u | (m << 13) : 0u));  // NaN quieted
   if (e == 0) {
     if (m == 0) return bits_float(sign);
     e = 113;  // normalise the subnormal
@@ -63,6 +72,22 @@ TESSERA_HD_INLINE float half_bits_to_float(uint16_t h) {
     return bits_float(sign | (e << 23) | ((m & 0x3ffu) << 13));
   }
   return bits_float(sign | ((e + 112) << 23) | (m << 13));
+}
+
+TESSERA_HD_INLINE uint16_t float_to_half_bits(float f) {
+#if defined(TESSERA_F16C_CONVERSIONS)
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+#else
+  return float_to_half_bits_soft(f);
+#endif
+}
+
+TESSERA_HD_INLINE float half_bits_to_float(uint16_t h) {
+#if defined(TESSERA_F16C_CONVERSIONS)
+  return _cvtsh_ss(h);
+#else
+  return half_bits_to_float_soft(h);
+#endif
 }
 
 // double -> float rounded to odd: an inexact result gets its last mantissa bit set. Rounding

@@ -120,3 +120,37 @@ TEST_CASE("vectorised erf is within 3 ulp and 2e-7 absolute, exact gelu within 1
   CHECK(std::isnan(erf(from_vector(nan_in, {1})).to_vector<float>()[0]));
   CHECK(std::isnan(gelu(from_vector(nan_in, {1})).to_vector<float>()[0]));
 }
+
+// The CPU kernels convert f16 with F16C (core/kernels/half.h); the integer conversions are the
+// reference every other backend uses, so the two must agree bit for bit: all 65536 halves to
+// float, and floats across the whole range (every half's rounding boundary region, subnormals,
+// overflow to Inf, NaN payloads) to half.
+TEST_CASE("f16 conversions in the CPU kernels give the integer reference's bits") {
+  std::vector<uint16_t> all_bits(65536);
+  for (uint32_t b = 0; b < 65536; ++b) all_bits[b] = static_cast<uint16_t>(b);
+  std::vector<Half> halves(65536);
+  for (uint32_t b = 0; b < 65536; ++b) halves[b] = Half::from_bits(all_bits[b]);
+  const std::vector<float> widened = from_vector(halves, {65536}).to(DType::f32).to_vector<float>();
+  int64_t bad_widen = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    bad_widen += std::bit_cast<uint32_t>(widened[b]) != std::bit_cast<uint32_t>(detail::half_bits_to_float_soft(all_bits[b]));
+  }
+  CHECK(bad_widen == 0);
+
+  std::vector<float> xs = sweep(-3.4e38f, 3.4e38f, 4093);  // ~2M floats, every exponent
+  for (float f : sweep(-7e-5f, 7e-5f, 3)) xs.push_back(f);   // the half-subnormal range densely
+  for (uint32_t b = 0; b < 65536; ++b) {                      // each half and the midpoints next to it
+    const float h = detail::half_bits_to_float_soft(all_bits[b]);
+    xs.push_back(h);
+    xs.push_back(std::nextafter(h, INFINITY));
+    xs.push_back(std::nextafter(h, -INFINITY));
+  }
+  for (uint32_t nan : {0x7fc00001u, 0x7f800001u, 0xffbfe000u, 0x7fffffffu}) xs.push_back(std::bit_cast<float>(nan));
+  const std::vector<Half> narrowed = from_vector(xs, {static_cast<int64_t>(xs.size())}).to(DType::f16).to_vector<Half>();
+  int64_t bad_narrow = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const uint16_t want = detail::float_to_half_bits_soft(xs[i]);
+    if (narrowed[i].bits != want && ++bad_narrow <= 5) MESSAGE("f16(", xs[i], "): got ", narrowed[i].bits, ", want ", want);
+  }
+  CHECK(bad_narrow == 0);
+}
