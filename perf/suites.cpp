@@ -190,6 +190,18 @@ void fused_cases(const Ctx& c, std::vector<Case>& out) {
     backward({dropout_add(x, (*d)[1], 0.1, true)}, {(*d)[2]});
   };
   out.push_back({"fused", "dropout_add_fwd_bwd", "f32", {n}, 0, 0, 1, with_fused(true, drop_body), Peer{"unfused", with_fused(false, drop_body)}});
+  // A transformer MLP's up-projection: linear + bias + GELU, forward and backward (the fused
+  // backward is one kernel from the pre-activation; the unfused one ~9 elementwise ops).
+  const int64_t tokens = c.quick ? 256 : 2048, dm = c.quick ? 128 : 512;
+  auto l = keep(randn({tokens, dm}, DType::f32, c.dev), mul(randn({4 * dm, dm}, DType::f32, c.dev), 0.05),
+                randn({4 * dm}, DType::f32, c.dev), randn({tokens, 4 * dm}, DType::f32, c.dev));
+  const auto lin_body = [l] {
+    Tensor x = (*l)[0].detach().set_requires_grad(), w = (*l)[1].detach().set_requires_grad();
+    Tensor b = (*l)[2].detach().set_requires_grad();
+    backward({linear(x, w, b, Activation::gelu)}, {(*l)[3]});
+  };
+  out.push_back({"fused", "linear_gelu_fwd_bwd", "f32", {tokens, dm, 4 * dm}, 6.0 * tokens * dm * 4 * dm, 0, 1,
+                 with_fused(true, lin_body), Peer{"unfused", with_fused(false, lin_body)}});
 }
 
 void overhead_cases(const Ctx& c, std::vector<Case>& out) {

@@ -105,17 +105,32 @@ void where_kernel(const KernelCall& c) {
     });
   });
 }
-// The backward of a fused linear + activation, from the layer's output (kernels/activation.h).
+// g * act'(z) of one activation known at compile time, so each loop vectorises.
+template <Activation A> struct ActivationGradFn {
+  template <class T> T operator()(T g, T saved) const { return kernels::activation_grad(A, g, saved); }
+};
+template <class Grad, class T> void activation_backward_loop(const KernelCall& c) {
+  using C = compute_t<T>;
+  const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
+  const T* v = static_cast<const T*>(c.inputs[1].data_ptr());
+  T* out = static_cast<T*>(c.outputs[0].data_ptr());
+  parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = static_cast<T>(Grad{}(static_cast<C>(g[i]), static_cast<C>(v[i])));
+  });
+}
+// The backward of an activation (and of a fused linear + activation): from the output y for
+// relu/sigmoid/tanh, from the pre-activation z for gelu/gelu_tanh/silu (kernels/activation.h).
 void activation_backward_kernel(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "activation_backward", [&]<class T>() {
-    using C = compute_t<T>;
-    const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
-    const T* y = static_cast<const T*>(c.inputs[1].data_ptr());
-    T* out = static_cast<T*>(c.outputs[0].data_ptr());
-    const Activation act = c.attrs.activation;
-    parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) out[i] = static_cast<T>(kernels::activation_grad_from_output(act, static_cast<C>(g[i]), static_cast<C>(y[i])));
-    });
+    switch (c.attrs.activation) {
+      case Activation::relu: return activation_backward_loop<ActivationGradFn<Activation::relu>, T>(c);
+      case Activation::sigmoid: return activation_backward_loop<ActivationGradFn<Activation::sigmoid>, T>(c);
+      case Activation::tanh: return activation_backward_loop<ActivationGradFn<Activation::tanh>, T>(c);
+      case Activation::gelu: return activation_backward_loop<vmath::GeluGradFn, T>(c);
+      case Activation::gelu_tanh: return activation_backward_loop<vmath::GeluTanhGradFn, T>(c);
+      case Activation::silu: return activation_backward_loop<vmath::SiluGradFn, T>(c);
+      case Activation::none: return activation_backward_loop<ActivationGradFn<Activation::none>, T>(c);
+    }
   });
 }
 }  // namespace

@@ -14,6 +14,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "tessera/kernels/activation.h"
 #include "tessera/kernels/unary.h"
 
 namespace tessera::cpu::vmath {
@@ -171,6 +172,25 @@ TESSERA_VMATH float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + vmath::tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
 
+// Backward of the activations that need the pre-activation z: g * act'(z) (kernels/activation.h).
+TESSERA_VMATH float gelu_grad(float g, float z) {
+  const float a = z * 0.70710678118654752f;
+  const float c = vmath::erfc_nonneg(a < 0.0f ? -a : a);
+  const float cdf = 0.5f * (a < 0.0f ? c : 2.0f - c);
+  const float pdf = vmath::exp(-0.5f * z * z) * 0.39894228040143267794f;
+  return g * vmath::fma(z, pdf, cdf);
+}
+TESSERA_VMATH float gelu_tanh_grad(float g, float z) {
+  const float z2 = z * z;
+  const float t = vmath::tanh(0.79788456080286535588f * vmath::fma(0.044715f * z2, z, z));
+  const float du = 0.79788456080286535588f * vmath::fma(3.0f * 0.044715f, z2, 1.0f);
+  return g * (0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * du);
+}
+TESSERA_VMATH float silu_grad(float g, float z) {
+  const float s = vmath::sigmoid(z);
+  return g * s * vmath::fma(z, 1.0f - s, 1.0f);
+}
+
 #undef TESSERA_VMATH
 
 // Functors with the core/kernels interface: the vectorisable float versions, and double (and
@@ -191,6 +211,16 @@ TESSERA_VMATH_FUNCTOR(SiluFn, SiluFn, silu)
 TESSERA_VMATH_FUNCTOR(GeluFn, GeluFn, gelu)
 TESSERA_VMATH_FUNCTOR(GeluTanhFn, GeluTanhFn, gelu_tanh)
 #undef TESSERA_VMATH_FUNCTOR
+
+#define TESSERA_VMATH_GRAD_FUNCTOR(Name, Shared, fn)                                      \
+  struct Name {                                                                           \
+    [[gnu::always_inline]] float operator()(float g, float z) const { return vmath::fn(g, z); } \
+    template <class T> T operator()(T g, T z) const { return kernels::Shared{}(g, z); }   \
+  };
+TESSERA_VMATH_GRAD_FUNCTOR(GeluGradFn, GeluGradFn, gelu_grad)
+TESSERA_VMATH_GRAD_FUNCTOR(GeluTanhGradFn, GeluTanhGradFn, gelu_tanh_grad)
+TESSERA_VMATH_GRAD_FUNCTOR(SiluGradFn, SiluGradFn, silu_grad)
+#undef TESSERA_VMATH_GRAD_FUNCTOR
 
 /** The CPU's functor for a core/kernels functor: the vectorised one where there is one. */
 template <class Fn> struct Fast { using type = Fn; };

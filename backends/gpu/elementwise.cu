@@ -181,10 +181,10 @@ void fill_op(const KernelCall& c) {
   });
 }
 
-template <class T> TESSERA_GLOBAL void activation_backward_kernel(int64_t n, const T* g, const T* y, T* out, Activation act) {
+template <class T> TESSERA_GLOBAL void activation_backward_kernel(int64_t n, const T* g, const T* saved, T* out, Activation act) {
   using C = compute_t<T>;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    out[i] = static_cast<T>(kernels::activation_grad_from_output(act, static_cast<C>(g[i]), static_cast<C>(y[i])));
+    out[i] = static_cast<T>(kernels::activation_grad(act, static_cast<C>(g[i]), static_cast<C>(saved[i])));
   }
 }
 

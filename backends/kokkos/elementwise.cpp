@@ -138,11 +138,11 @@ template <class T, RandomKind K> void random_impl(const KernelCall& c) {
 template <class T> void activation_backward_impl(const KernelCall& c) {
   using C = compute_t<T>;
   const T* g = ptr<const T>(c.inputs[0]);
-  const T* y = ptr<const T>(c.inputs[1]);
+  const T* saved = ptr<const T>(c.inputs[1]);
   T* o = ptr<T>(c.outputs[0]);
   const Activation act = c.attrs.activation;
   for_n("activation_backward", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
-    o[i] = static_cast<T>(kernels::activation_grad_from_output(act, static_cast<C>(g[i]), static_cast<C>(y[i])));
+    o[i] = static_cast<T>(kernels::activation_grad(act, static_cast<C>(g[i]), static_cast<C>(saved[i])));
   });
 }
 void activation_backward_op(const KernelCall& c) {

@@ -1,7 +1,9 @@
 // vjp rules of the elementwise ops, written with public ops only.
 #include <cmath>
 
+#include "ops/dispatch.h"
 #include "record.h"
+#include "tessera/runtime.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 
@@ -56,9 +58,31 @@ Tensor unary_derivative(OpId op, const Tensor& x, const Tensor& y) {
   }
   throw Error(detail::concat(op_name(op), ": no gradient rule"));
 }
+
+// The activations with a one-kernel backward (kernels/activation.h), used while fused kernels
+// are on; the composed derivatives above are the reference (set_fused_kernels(false)).
+bool fused_activation(OpId op, Activation& act) {
+  switch (op) {
+    case OpId::Relu: act = Activation::relu; return true;
+    case OpId::Sigmoid: act = Activation::sigmoid; return true;
+    case OpId::Tanh: act = Activation::tanh; return true;
+    case OpId::Gelu: act = Activation::gelu; return true;
+    case OpId::GeluTanh: act = Activation::gelu_tanh; return true;
+    case OpId::Silu: act = Activation::silu; return true;
+    default: return false;
+  }
+}
 }  // namespace
 
 void record_unary(OpId op, const Tensor& x, Tensor& out) {
+  Activation act = Activation::none;
+  if (is_floating(out.dtype()) && x.dtype() == out.dtype() && fused_kernels() && fused_activation(op, act)) {
+    const Tensor s = kernels::grad_from_output(act) ? saved(out) : saved(x);
+    record(op_name(op).data(), {x}, out, [act, s](const Tensor& g) {
+      return std::vector<Tensor>{detail::activation_backward(g, s, act)};
+    });
+    return;
+  }
   record(op_name(op).data(), {x}, out, [op, x = saved(x), y = saved(out)](const Tensor& g) {
     return std::vector<Tensor>{mul(g, unary_derivative(op, x, y))};
   });

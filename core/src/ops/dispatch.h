@@ -4,6 +4,7 @@
 #include <span>
 
 #include "tessera/backend/kernel.h"
+#include "tessera/kernels/activation.h"
 #include "tessera/tensor.h"
 
 namespace tessera::detail {
@@ -21,5 +22,10 @@ void check_floating(const Tensor& x, const char* op);
 void check_index_dtype(const Tensor& index, const char* op, const char* what = "index");
 /** `x` viewed with `shape` by expand (x must broadcast to it). */
 Tensor expand_to(const Tensor& x, const Shape& shape);
+
+/** g * act'(z) in one kernel (OpId::ActivationBackward), from `saved`: the output y = act(z) for
+ *  relu/sigmoid/tanh, the pre-activation z for gelu/gelu_tanh/silu (kernels::grad_from_output).
+ *  g is cast to saved's dtype; the result has saved's shape. */
+Tensor activation_backward(const Tensor& g, const Tensor& saved, Activation act);
 
 }  // namespace tessera::detail

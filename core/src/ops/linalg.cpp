@@ -75,23 +75,26 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   if (autograd::needs_grad({&x, &weight, &bias})) {
-    if (activation != Activation::none && fused_kernels() && kernels::grad_from_output(activation)) {
-      // Fused training path: the GEMM epilogue applies bias and activation (the pre-activation
-      // is never stored), and the backward takes act' from the output in one elementwise kernel.
-      Tensor out;
+    if (activation != Activation::none && fused_kernels()) {
+      // Fused training path. relu/sigmoid/tanh: the GEMM epilogue applies bias and activation
+      // and the backward takes act' from the output (the pre-activation is never stored).
+      // gelu/silu: act' needs z, so the GEMM writes z (bias in its epilogue), one kernel
+      // applies the activation, and the backward is one kernel from z.
+      const bool from_output = kernels::grad_from_output(activation);
+      Tensor out, saved;
       {
         NoGradGuard no_grad;
-        out = linear(x, weight, bias, activation);
+        out = linear(x, weight, bias, from_output ? activation : Activation::none);
+        if (!from_output) {
+          saved = out;
+          out = activation == Activation::silu ? silu(saved) : gelu(saved, activation == Activation::gelu_tanh);
+        }
       }
       autograd::record("linear", {x, weight, bias}, out,
-                       [xs = autograd::saved(x), w = autograd::saved(weight), y = autograd::saved(out), activation,
-                        has_bias = bias.defined()](const Tensor& g) {
+                       [xs = autograd::saved(x), w = autograd::saved(weight), s = autograd::saved(from_output ? out : saved),
+                        activation, has_bias = bias.defined()](const Tensor& g) {
                          const int64_t n = w.size(0), k = w.size(1);
-                         Tensor dz = empty(y.shape(), y.dtype(), y.device());
-                         OpAttrs attrs;
-                         attrs.activation = activation;
-                         const Tensor in2[2] = {g.to(y.dtype()).contiguous(), y.contiguous()};
-                         if (dz.numel() > 0) detail::run_kernel(OpId::ActivationBackward, y.device(), in2, std::span<Tensor>(&dz, 1), attrs);
+                         const Tensor dz = detail::activation_backward(g, s, activation);
                          const Tensor g2 = dz.reshape({-1, n});
                          const Tensor x2 = xs.reshape({-1, k});
                          return std::vector<Tensor>{matmul(g2, w).reshape(xs.shape()), matmul(g2.mT(), x2),
@@ -136,5 +139,16 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   }
   return out.view(out_shape);
 }
+
+namespace detail {
+Tensor activation_backward(const Tensor& g, const Tensor& saved, Activation act) {
+  Tensor dz = empty(saved.shape(), saved.dtype(), saved.device());
+  OpAttrs attrs;
+  attrs.activation = act;
+  const Tensor in[2] = {g.to(saved.dtype()).contiguous(), saved.contiguous()};
+  if (dz.numel() > 0) run_kernel(OpId::ActivationBackward, saved.device(), in, std::span<Tensor>(&dz, 1), attrs);
+  return dz;
+}
+}  // namespace detail
 
 }  // namespace tessera
