@@ -4,6 +4,7 @@
 
 #include "../common/dtype_dispatch.h"
 #include "cpu_backend.h"
+#include "philox_simd.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/philox.h"
 #include "tessera/kernels/random_draw.h"
@@ -11,14 +12,27 @@
 TESSERA_CPU_KERNELS_BEGIN
 namespace {
 
-// Runs f(block_words, first_element, count) over contiguous output blocks of 4 elements.
-template <class F> void for_blocks(const Tensor& out, const OpAttrs& a, F&& f) {
+// Runs f(words, first_element, count) over the output in runs of up to 32 elements starting
+// at a multiple of 4; words[j] is element first + j's Philox word (philox_simd.h: 8 blocks
+// per call, the scalar reference for the last partial run).
+template <class F> void for_words(const Tensor& out, const OpAttrs& a, F&& f) {
+  using philox_simd::kBlocks;
   const int64_t n = out.numel();
-  const int64_t blocks = (n + 3) / 4;
-  parallel_for(blocks, kParallelGrain / 4, [&](int64_t b, int64_t e) {
-    for (int64_t blk = b; blk < e; ++blk) {
-      const kernels::Philox4 w = kernels::philox_block(a.seed, a.offset, static_cast<uint64_t>(blk));
-      f(w, blk * 4, std::min<int64_t>(4, n - blk * 4));
+  const int64_t groups = (n + philox_simd::kWords - 1) / philox_simd::kWords;
+  parallel_for(groups, kParallelGrain / philox_simd::kWords, [&](int64_t g0, int64_t g1) {
+    alignas(32) uint32_t words[philox_simd::kWords];
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * philox_simd::kWords;
+      const int64_t count = std::min<int64_t>(philox_simd::kWords, n - first);
+      if (count == philox_simd::kWords) {
+        philox_simd::philox_blocks8(a.seed, a.offset, static_cast<uint64_t>(g * kBlocks), words);
+      } else {
+        for (int64_t b = 0; b * 4 < count; ++b) {
+          const kernels::Philox4 w = kernels::philox_block(a.seed, a.offset, static_cast<uint64_t>(g * kBlocks + b));
+          for (int j = 0; j < 4; ++j) words[4 * b + j] = w.v[j];
+        }
+      }
+      f(static_cast<const uint32_t*>(words), first, count);
     }
   });
 }
@@ -28,10 +42,10 @@ void uniform_kernel(const KernelCall& c) {
   const double lo = c.attrs.scalar, span = c.attrs.scalar2 - c.attrs.scalar;
   backend_common::dispatch_float(out.dtype(), "rand", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
-    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
+    for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {
       for (int64_t j = 0; j < count; ++j) {
         using C = compute_t<T>;
-        const C u = static_cast<C>(kernels::uniform_from_bits(w.v[j]));
+        const C u = static_cast<C>(kernels::uniform_from_bits(w[j]));
         C v = static_cast<C>(lo) + static_cast<C>(span) * u;
         if (v >= static_cast<C>(c.attrs.scalar2) && span > 0) v = static_cast<C>(lo);  // rounding could reach high
         o[first + j] = static_cast<T>(v);
@@ -45,12 +59,12 @@ void normal_kernel(const KernelCall& c) {
   const float mean = static_cast<float>(c.attrs.scalar), stddev = static_cast<float>(c.attrs.scalar2);
   backend_common::dispatch_float(out.dtype(), "randn", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
-    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
-      // Box-Muller on word pairs (0,1) and (2,3): each pair gives a cos and a sin sample.
+    for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {
+      // Box-Muller on word pairs (0,1) and (2,3) of each block: a cos and a sin sample per pair.
       for (int64_t j = 0; j < count; ++j) {
-        const int pair = static_cast<int>(j) & ~1;
-        const float u1 = 1.0f - kernels::uniform_from_bits(w.v[pair]);  // (0, 1]: log is finite
-        const float u2 = kernels::uniform_from_bits(w.v[pair + 1]);
+        const int64_t pair = j & ~int64_t{1};
+        const float u1 = 1.0f - kernels::uniform_from_bits(w[pair]);  // (0, 1]: log is finite
+        const float u2 = kernels::uniform_from_bits(w[pair + 1]);
         const float r = std::sqrt(-2.0f * std::log(u1));
         const float angle = 6.283185307179586f * u2;
         const float z = (j & 1) ? r * std::sin(angle) : r * std::cos(angle);
@@ -66,10 +80,10 @@ void randint_kernel(const KernelCall& c) {
   const auto range = static_cast<uint64_t>(static_cast<int64_t>(c.attrs.scalar2) - lo);
   backend_common::dispatch_numeric(out.dtype(), "randint", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
-    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
+    for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {
       for (int64_t j = 0; j < count; ++j) {
-        // 64 bits (this word and its neighbour's) keep the modulo bias below range / 2^64.
-        const uint64_t bits = (static_cast<uint64_t>(w.v[j]) << 32) | w.v[(j + 1) & 3];
+        // 64 bits (this word and the next of its block) keep the modulo bias below range / 2^64.
+        const uint64_t bits = (static_cast<uint64_t>(w[j]) << 32) | w[(j & ~int64_t{3}) | ((j + 1) & 3)];
         const int64_t v = lo + static_cast<int64_t>(bits % range);
         o[first + j] = kernels::convert<T, int64_t>(v);
       }
@@ -88,9 +102,23 @@ void dropout_add_kernel(const KernelCall& c) {
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* rp = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
     T* o = static_cast<T*>(out.data_ptr());
-    const int64_t n = out.numel();
-    parallel_for((n + 3) / 4, kParallelGrain / 4, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) kernels::dropout_add_block(c.attrs.seed, c.attrs.offset, b, n, keep, scale, xp, rp, o);
+    using C = compute_t<T>;
+    const C scale_c = static_cast<C>(scale);
+    // The mask of kernels::dropout_add_block (a Bernoulli draw with the same seed and offset).
+    for_words(out, c.attrs, [xp, rp, o, keep, scale_c](const uint32_t* w, int64_t first, int64_t count) {
+      const T* x = xp + first;
+      T* y = o + first;
+      if (rp) {
+        const T* r = rp + first;
+        for (int64_t j = 0; j < count; ++j) {
+          const C kept = kernels::uniform_from_bits(w[j]) < keep ? static_cast<C>(x[j]) * scale_c : C(0);
+          y[j] = static_cast<T>(static_cast<C>(r[j]) + kept);
+        }
+      } else {
+        for (int64_t j = 0; j < count; ++j) {
+          y[j] = static_cast<T>(kernels::uniform_from_bits(w[j]) < keep ? static_cast<C>(x[j]) * scale_c : C(0));
+        }
+      }
     });
   });
 }
@@ -100,9 +128,9 @@ void bernoulli_kernel(const KernelCall& c) {
   const float p = static_cast<float>(c.attrs.scalar);
   backend_common::dispatch_all(out.dtype(), "bernoulli", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
-    for_blocks(out, c.attrs, [&](const kernels::Philox4& w, int64_t first, int64_t count) {
+    for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {
       for (int64_t j = 0; j < count; ++j) {
-        o[first + j] = kernels::convert<T, int>(kernels::uniform_from_bits(w.v[j]) < p ? 1 : 0);
+        o[first + j] = kernels::convert<T, int>(kernels::uniform_from_bits(w[j]) < p ? 1 : 0);
       }
     });
   });

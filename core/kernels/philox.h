@@ -37,8 +37,11 @@ TESSERA_HD_INLINE Philox4 philox_block(uint64_t seed, uint64_t offset, uint64_t 
   return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
-/** Uniform float in [0, 1) from the top 24 bits of a word (exactly representable). */
-TESSERA_HD_INLINE float uniform_from_bits(uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
+/** Uniform float in [0, 1) from the top 24 bits of a word (exactly representable). Converted
+ *  as a signed int (the same value): AVX2 has no unsigned int -> float conversion. */
+TESSERA_HD_INLINE float uniform_from_bits(uint32_t w) {
+  return static_cast<float>(static_cast<int32_t>(w >> 8)) * (1.0f / 16777216.0f);
+}
 /** Uniform double in [0, 1) from 53 bits of two words. */
 TESSERA_HD_INLINE double uniform_double_from_bits(uint32_t hi, uint32_t lo) {
   const uint64_t x = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);

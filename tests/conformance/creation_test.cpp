@@ -27,15 +27,27 @@ TEST_CASE("zeros, ones, full, arange, linspace, eye, from_vector") {
   TESSERA_CHECK_THROWS_WITH(arange(0.0, 1.0, 0.0, DType::f32, d), "arange: step must be nonzero");
 }
 
-TEST_CASE("uniform draws equal the reference Philox stream") {
-  Generator gen(1234);
-  gen.set_offset(7);
+TEST_CASE("uniform, bernoulli and randint draws equal the reference Philox stream") {
+  // Seed and offset with high words set (both halves of each key/counter word pair are used);
+  // 1001 elements: whole 8-block runs of the CPU's vectorised Philox and a ragged tail.
+  const uint64_t seed = 0x0123456789abcdefULL, offset = (uint64_t{1} << 33) + 7;
+  Generator gen(seed);
+  gen.set_offset(offset);
   const Tensor u = rand({1001}, DType::f32, device(), &gen);
-  CHECK(gen.offset() == 8);
+  CHECK(gen.offset() == offset + 1);
   const auto got = u.to_vector<float>();
   for (int64_t i = 0; i < 1001; ++i) {
-    const auto w = kernels::philox_block(1234, 7, static_cast<uint64_t>(i / 4));
+    const auto w = kernels::philox_block(seed, offset, static_cast<uint64_t>(i / 4));
     REQUIRE(got[i] == kernels::uniform_from_bits(w.v[i % 4]));
+  }
+  const auto mask = bernoulli({1001}, 0.3, DType::f32, device(), &gen).to_vector<float>();
+  const auto ints = randint(-5, 1000, {1001}, DType::i64, device(), &gen).to_vector<int64_t>();
+  for (int64_t i = 0; i < 1001; ++i) {
+    const auto wb = kernels::philox_block(seed, offset + 1, static_cast<uint64_t>(i / 4));
+    REQUIRE(mask[i] == (kernels::uniform_from_bits(wb.v[i % 4]) < 0.3f ? 1.0f : 0.0f));
+    const auto wi = kernels::philox_block(seed, offset + 2, static_cast<uint64_t>(i / 4));
+    const uint64_t bits = (static_cast<uint64_t>(wi.v[i % 4]) << 32) | wi.v[(i + 1) % 4];
+    REQUIRE(ints[i] == -5 + static_cast<int64_t>(bits % 1005));
   }
 }
 
