@@ -3,10 +3,13 @@
 // the reference: same words, bit for bit). The scalar version's 32x32->64 multiplies do not
 // vectorise under GCC; here vpmuludq multiplies the even lanes and the odd lanes (shifted
 // down) and the halves are blended back, so one round costs 4 multiplies for 8 blocks.
-// Included inside TESSERA_CPU_KERNELS_BEGIN/END: the AVX-512 set compiles it again.
-#include <immintrin.h>
-
+// Included inside TESSERA_CPU_KERNELS_BEGIN/END: the AVX-512 set compiles it again. The
+// generic (TESSERA_CPU_ISA=generic, non-x86) build runs the scalar reference per block.
 #include <cstdint>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "tessera/kernels/philox.h"
 
@@ -15,6 +18,7 @@ namespace philox_simd {
 constexpr int kBlocks = 8;                 ///< Philox blocks per call
 constexpr int kWords = 4 * kBlocks;        ///< words (= elements) per call
 
+#if defined(__AVX2__)
 // (hi, lo) 32-bit halves of a * m for the 8 unsigned lanes of a.
 inline __attribute__((always_inline)) void mul_hi_lo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
   const __m256i even = _mm256_mul_epu32(a, m);
@@ -63,5 +67,13 @@ inline void philox_blocks8(uint64_t seed, uint64_t offset, uint64_t first_block,
   _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(b04, b15, 0x31));
   _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(b26, b37, 0x31));
 }
+#else
+inline void philox_blocks8(uint64_t seed, uint64_t offset, uint64_t first_block, uint32_t* words) {
+  for (int b = 0; b < kBlocks; ++b) {
+    const tessera::kernels::Philox4 w = tessera::kernels::philox_block(seed, offset, first_block + static_cast<uint64_t>(b));
+    for (int j = 0; j < 4; ++j) words[4 * b + j] = w.v[j];
+  }
+}
+#endif
 
 }  // namespace philox_simd
