@@ -104,6 +104,15 @@ void conv_cases(const Ctx& c, std::vector<Case>& out) {
   out.push_back({"pool", "max_pool2d", "f32", {pb, 32, 28, 28}, 0, 4.0 * pb * 32 * 28 * 28 * 1.25, 1,
                  [p] { (void)max_pool2d((*p)[0], {2, 2}); },
                  c.on_cpu ? std::optional<Peer>(peers::stream_triad(c.quick ? (1 << 20) : (16 << 20), c.threads)) : std::nullopt});
+  // Forward and backward as training runs them: x, y, the int64 argmax and both gradients are
+  // 14 bytes per input element.
+  auto pg = keep(randn({pb, 32, 28, 28}, DType::f32, c.dev), randn({pb, 32, 14, 14}, DType::f32, c.dev));
+  out.push_back({"pool", "max_pool2d_fwd_bwd", "f32", {pb, 32, 28, 28}, 0, 14.0 * pb * 32 * 28 * 28, 1,
+                 [pg] {
+                   Tensor x = (*pg)[0].detach().set_requires_grad();
+                   backward({max_pool2d(x, {2, 2})}, {(*pg)[1]});
+                 },
+                 c.on_cpu ? std::optional<Peer>(peers::stream_triad(c.quick ? (1 << 20) : (16 << 20), c.threads)) : std::nullopt});
 }
 
 void memory_op_cases(const Ctx& c, std::vector<Case>& out) {

@@ -115,6 +115,38 @@ template <class T> void max_pool(const KernelCall& c) {
   });
 }
 
+// Backward of max_pool_2x2: the windows tile the input without overlap, so each input element
+// is written once — its window's gradient if it was the winner, else 0 — with no zero-fill
+// pass and no scatter; rows and columns past the last window are zeroed.
+template <class T> bool max_pool_backward_2x2(const PoolGeom& g, const T* go, const int64_t* idx, T* dx) {
+  const auto& a = g.a;
+  if (a.kernel[0] != 2 || a.kernel[1] != 2 || a.stride[0] != 2 || a.stride[1] != 2 || a.padding[0] != 0 || a.padding[1] != 0 ||
+      a.dilation[0] != 1 || a.dilation[1] != 1 || g.h < 2 * g.ho || g.w < 2 * g.wo) {
+    return false;
+  }
+  for_planes(g.planes, g.h * g.w, [&](int64_t p) TESSERA_SHORT_ROWS {
+    T* d = dx + p * g.h * g.w;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const T* gr = go + (p * g.ho + oh) * g.wo;
+      const int64_t* ir = idx + (p * g.ho + oh) * g.wo;
+      T* d0 = d + 2 * oh * g.w;
+      T* d1 = d0 + g.w;
+      const int64_t base = 2 * oh * g.w;
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const int64_t k = ir[ow] - (base + 2 * ow);  // 0, 1 (row 0) or g.w, g.w + 1 (row 1); -1 - ... if none
+        const T v = gr[ow], zero = T(0.0f);
+        d0[2 * ow] = k == 0 ? v : zero;
+        d0[2 * ow + 1] = k == 1 ? v : zero;
+        d1[2 * ow] = k == g.w ? v : zero;
+        d1[2 * ow + 1] = k == g.w + 1 ? v : zero;
+      }
+      for (int64_t iw = 2 * g.wo; iw < g.w; ++iw) d0[iw] = d1[iw] = T(0.0f);
+    }
+    std::fill(d + 2 * g.ho * g.w, d + g.h * g.w, T(0.0f));
+  });
+  return true;
+}
+
 template <class T> void max_pool_backward(const KernelCall& c) {
   using C = compute_t<T>;
   const Tensor& gout = c.inputs[0];
@@ -123,6 +155,7 @@ template <class T> void max_pool_backward(const KernelCall& c) {
   const T* go = static_cast<const T*>(gout.data_ptr());
   const int64_t* idx = static_cast<const int64_t*>(c.inputs[1].data_ptr());
   T* dx = static_cast<T*>(gx.data_ptr());
+  if (max_pool_backward_2x2(g, go, idx, dx)) return;
   for_planes(g.planes, g.h * g.w, [&](int64_t p) {
     T* d = dx + p * g.h * g.w;
     std::fill(d, d + g.h * g.w, T(0.0f));

@@ -107,6 +107,20 @@ TEST_CASE("pooling matches the reference") {
       CHECK((std::isnan(got[o]) ? std::isnan(v[want]) : got[o] == v[want]));
     }
   }
+  // The 2x2 backward writes every input element once (no scatter): odd heights and widths leave
+  // a row and a column outside every window, which must get 0; each winner gets its gradient.
+  for (DType dt : {DType::f32, DType::f16}) {
+    CAPTURE(dtype_name(dt));
+    Tensor xo = make_input({2, 3, 7, 9}, dt, 53).set_requires_grad();
+    const auto [yo, io] = max_pool2d_with_indices(xo, {2, 2});
+    const Tensor go = make_input(yo.shape(), dt, 54);
+    backward({yo}, {go});
+    std::vector<float> want(2 * 3 * 7 * 9, 0.0f);
+    const std::vector<int64_t> win = io.to_vector<int64_t>();
+    const std::vector<float> gv = go.to(DType::f32).to_vector<float>();
+    for (size_t o = 0; o < win.size(); ++o) want[(o / (3 * 4)) * (7 * 9) + static_cast<size_t>(win[o])] += gv[o];
+    CHECK(xo.grad().to(DType::f32).to_vector<float>() == want);
+  }
   const auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
   CHECK(idx.dtype() == DType::i64);
   TESSERA_CHECK_CLOSE(adaptive_avg_pool2d(x, {1, 1}), to_ref(mean(x, {2, 3}, true)));
