@@ -22,7 +22,7 @@ namespace bf16_packing {
 using namespace ::tessera::cpu::bf16;
 
 namespace {
-constexpr int64_t kMC = 144;   // rows per task (12 panels; 144 x 512 A block = 144 KiB, in L2)
+constexpr int64_t kMC = 144;   // rows per task (12 panels; a 144 x 1024 bf16 A block = 288 KiB, in L2)
 constexpr int64_t kNC = 256;   // columns per task (8 panels), halved down to 64 while there are too few tasks
 
 // A[i0:i0+mc, p0:p0+kc] -> panels of kMR rows x kc/2 pairs (zero-padded rows and odd K). A

@@ -125,7 +125,7 @@ TEST_CASE("f16 and bf16 GEMMs at tensor-core tile sizes, aligned and ragged, mat
                         {{37, 45}, {45, 29}, false, true},  {{65, 33}, {33, 70}, true, true},
                         {{3, 17, 80}, {80, 40}, false, false}, {{2, 64, 48}, {2, 48, 72}, false, true},
                         // several K slabs of the CPU's AVX512_BF16 kernel, odd K (a half-filled pair), edge tiles
-                        {{130, 601}, {601, 300}, false, true}};
+                        {{130, 601}, {601, 300}, false, true}, {{20, 2049}, {2049, 40}, false, false}};
   uint64_t seed = 900;
   for (DType dt : {DType::bf16, DType::f16}) {
     for (const Case& c : cases) {
