@@ -133,12 +133,15 @@ template <class T> bool max_pool_backward_2x2(const PoolGeom& g, const T* go, co
       T* d1 = d0 + g.w;
       const int64_t base = 2 * oh * g.w;
       for (int64_t ow = 0; ow < g.wo; ++ow) {
-        const int64_t k = ir[ow] - (base + 2 * ow);  // 0, 1 (row 0) or g.w, g.w + 1 (row 1); -1 - ... if none
+        // The winning tap as 0-3 in 32-bit lanes (as in the forward: int64 lanes kept GCC from
+        // vectorising the AVX-512 set's loop).
+        const int64_t k = ir[ow] - (base + 2 * ow);  // 0, 1 (row 0) or g.w, g.w + 1 (row 1)
+        const int32_t tap = static_cast<int32_t>(k >= g.w ? k - g.w + 2 : k);
         const T v = gr[ow], zero = T(0.0f);
-        d0[2 * ow] = k == 0 ? v : zero;
-        d0[2 * ow + 1] = k == 1 ? v : zero;
-        d1[2 * ow] = k == g.w ? v : zero;
-        d1[2 * ow + 1] = k == g.w + 1 ? v : zero;
+        d0[2 * ow] = tap == 0 ? v : zero;
+        d0[2 * ow + 1] = tap == 1 ? v : zero;
+        d1[2 * ow] = tap == 2 ? v : zero;
+        d1[2 * ow + 1] = tap == 3 ? v : zero;
       }
       for (int64_t iw = 2 * g.wo; iw < g.w; ++iw) d0[iw] = d1[iw] = T(0.0f);
     }
