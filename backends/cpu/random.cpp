@@ -104,19 +104,19 @@ void dropout_add_kernel(const KernelCall& c) {
     T* o = static_cast<T*>(out.data_ptr());
     using C = compute_t<T>;
     const C scale_c = static_cast<C>(scale);
-    // The mask of kernels::dropout_add_block (a Bernoulli draw with the same seed and offset).
+    // kernels::dropout_add_block's rule, 32 elements per Philox batch.
     for_words(out, c.attrs, [xp, rp, o, keep, scale_c](const uint32_t* w, int64_t first, int64_t count) {
       const T* x = xp + first;
       T* y = o + first;
       if (rp) {
         const T* r = rp + first;
         for (int64_t j = 0; j < count; ++j) {
-          const C kept = kernels::uniform_from_bits(w[j]) < keep ? static_cast<C>(x[j]) * scale_c : C(0);
+          const C kept = kernels::dropout_kept(w[j], keep, static_cast<C>(x[j]), scale_c);
           y[j] = static_cast<T>(static_cast<C>(r[j]) + kept);
         }
       } else {
         for (int64_t j = 0; j < count; ++j) {
-          y[j] = static_cast<T>(kernels::uniform_from_bits(w[j]) < keep ? static_cast<C>(x[j]) * scale_c : C(0));
+          y[j] = static_cast<T>(kernels::dropout_kept(w[j], keep, static_cast<C>(x[j]), scale_c));
         }
       }
     });

@@ -47,6 +47,12 @@ template <class T, RandomKind K> TESSERA_HD_INLINE T random_draw(uint64_t seed, 
  * so fused and unfused masks agree), scales kept values by `scale`, adds the residual when
  * given. Backward regenerates the same mask.
  */
+/** One element of dropout: x * scale when its Philox word keeps it (probability keep_prob; the
+ *  rule of a Bernoulli tensor), else 0. Shared by dropout_add_block and the CPU's batched loop. */
+template <class C> TESSERA_HD_INLINE C dropout_kept(uint32_t word, float keep_prob, C x, C scale) {
+  return uniform_from_bits(word) < keep_prob ? x * scale : C(0);
+}
+
 template <class T> TESSERA_HD_INLINE void dropout_add_block(uint64_t seed, uint64_t offset, int64_t blk, int64_t n, float keep_prob,
                                                            double scale, const T* x, const T* residual, T* out) {
   using C = compute_t<T>;
@@ -54,7 +60,7 @@ template <class T> TESSERA_HD_INLINE void dropout_add_block(uint64_t seed, uint6
   for (int j = 0; j < 4; ++j) {
     const int64_t i = 4 * blk + j;
     if (i >= n) break;
-    const C kept = uniform_from_bits(w.v[j]) < keep_prob ? static_cast<C>(x[i]) * static_cast<C>(scale) : C(0);
+    const C kept = dropout_kept(w.v[j], keep_prob, static_cast<C>(x[i]), static_cast<C>(scale));
     out[i] = static_cast<T>(residual ? static_cast<C>(residual[i]) + kept : kept);
   }
 }
