@@ -28,6 +28,7 @@ template <template <class> class K> void float_dispatch(const KernelCall& c) {
 // Kernel registration, one function per family (each in its own translation unit), in the
 // kernel set's namespace (isa.h).
 TESSERA_CPU_KERNELS_BEGIN
+void register_attention(KernelTable& table);
 void register_elementwise(KernelTable& table);
 void register_copy_fill(KernelTable& table);
 void register_reductions(KernelTable& table);

@@ -329,6 +329,7 @@ void register_kernels(KernelTable& table) {
   register_norm(table);
   register_cross_entropy(table);
   register_optim(table);
+  register_attention(table);
 }
 
 namespace {

@@ -217,6 +217,7 @@ template <class T> struct AvgPoolB {
 }  // namespace
 
 void register_norm_kernels(KernelTable& table);  // norm.cu
+void register_attention_kernels(KernelTable& table);  // attention.cu
 
 void register_nn(KernelTable& table) {
   table[OpId::Conv2d] = &conv_fwd;
@@ -227,6 +228,7 @@ void register_nn(KernelTable& table) {
   table[OpId::AvgPool2d] = &float_op<AvgPoolF>;
   table[OpId::AvgPool2dBackward] = &float_op<AvgPoolB>;
   register_norm_kernels(table);
+  register_attention_kernels(table);
 }
 
 }  // namespace TESSERA_GPU_TARGET

@@ -94,5 +94,6 @@ void register_elementwise(KernelTable& table);
 void register_reductions(KernelTable& table);
 void register_linalg(KernelTable& table);
 void register_nn(KernelTable& table);
+void register_attention(KernelTable& table);
 
 }  // namespace tessera::kokkos

@@ -49,6 +49,7 @@ class KokkosBackend final : public Backend {
     register_reductions(kernels_);
     register_linalg(kernels_);
     register_nn(kernels_);
+    register_attention(kernels_);
   }
   ~KokkosBackend() override {
     allocator_.reset();  // returns cached blocks while Kokkos is still up

@@ -21,6 +21,7 @@ void synchronize(Device device) {
 AllocatorStats memory_stats(Device device) {
   return backend_for_device(device, "memory_stats").allocator(device.index).stats();
 }
+void reset_peak_memory(Device device) { backend_for_device(device, "reset_peak_memory").allocator(device.index).reset_peak(); }
 void set_memory_limit(Device device, int64_t bytes) {
   backend_for_device(device, "set_memory_limit").allocator(device.index).set_limit(bytes);
 }

@@ -35,6 +35,8 @@ bool fused_kernels();
 void synchronize(Device device = kCPU);
 /** Allocator statistics of `device`. */
 AllocatorStats memory_stats(Device device = kCPU);
+/** Restarts `device`'s peak_in_use_bytes from the bytes in use now. */
+void reset_peak_memory(Device device = kCPU);
 /** Caps the bytes `device`'s allocator may reserve (0 = no cap). */
 void set_memory_limit(Device device, int64_t bytes);
 /** Fault injection (tests): the next `count` raw allocations of `device` fail as out of memory. */

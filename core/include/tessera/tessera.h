@@ -7,6 +7,7 @@
 #include "tessera/dtype.h"
 #include "tessera/error.h"
 #include "tessera/graph.h"
+#include "tessera/ops/attention.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/indexing.h"
