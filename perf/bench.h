@@ -38,6 +38,9 @@ struct Case {
   int calls = 1;     ///< calls of the op per run (tiny-op overhead cases loop); times are per call
   Body run;
   std::optional<Peer> peer;
+  /** Also record the allocator's peak bytes of one call of the engine and of the peer (a peer
+   *  that runs on the engine's device, such as the unfused composition). */
+  bool peak_memory = false;
 };
 
 struct Record {
@@ -47,6 +50,7 @@ struct Record {
   double gflops = 0, gbps = 0, pct_of_peak = -1;  // -1: no known peak
   std::string peer;
   double peer_median_s = 0, ratio = 0;  // ratio = peer time / engine time (> 1: Tessera faster)
+  int64_t peak_bytes = -1, peer_peak_bytes = -1;  // -1: not measured (Case::peak_memory)
 };
 
 /** Peak FLOP/s and bandwidth of a device; 0 when unknown. */

@@ -65,6 +65,18 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s;
 }
 
+// Peak allocator bytes of one call above what was in use before it (the cache emptied first:
+// a cached block up to twice a request's size may serve it and would count in full).
+int64_t peak_bytes_of(const Body& body, Device dev) {
+  synchronize(dev);
+  empty_cache(dev);
+  const int64_t base = memory_stats(dev).in_use_bytes;
+  reset_peak_memory(dev);
+  body();
+  synchronize(dev);
+  return memory_stats(dev).peak_in_use_bytes - base;
+}
+
 Record measure(const Case& c, Device dev, const std::string& device_name, const Peak& peak, bool quick) {
   const Samples s = time_case(c, dev, quick);
   Record r;
@@ -84,6 +96,10 @@ Record measure(const Case& c, Device dev, const std::string& device_name, const 
     // (the triad moves 12 bytes per element) is compared by rate.
     r.ratio = c.peer->work > 0 && work > 0 ? (work / r.median_s) / (c.peer->work / r.peer_median_s) : r.peer_median_s / r.median_s;
   }
+  if (c.peak_memory) {
+    r.peak_bytes = peak_bytes_of(c.run, dev);
+    if (c.peer) r.peer_peak_bytes = peak_bytes_of(c.peer->run, dev);
+  }
   return r;
 }
 
@@ -93,8 +109,11 @@ void print_row(const Record& r) {
   else if (r.gbps > 0) std::snprintf(rate, sizeof rate, "%.1f GB/s", r.gbps);
   if (r.pct_of_peak >= 0) std::snprintf(pct, sizeof pct, "%.0f%%", r.pct_of_peak);
   if (!r.peer.empty()) std::snprintf(peer, sizeof peer, "%s %.3g ms  x%.2f", r.peer.c_str(), r.peer_median_s * 1e3, r.ratio);
-  std::printf("%-11s %-18s %-8s %-8s %-18s %10.4f ms  %-13s %-5s %s\n", r.suite.c_str(), r.name.c_str(), r.backend.c_str(), r.dtype.c_str(),
-              shape_text(r.shape).c_str(), r.median_s * 1e3, rate, pct, peer);
+  char mem[64] = "";
+  if (r.peer_peak_bytes >= 0) std::snprintf(mem, sizeof mem, "  peak %.1f vs %.1f MiB", r.peak_bytes / 1048576.0, r.peer_peak_bytes / 1048576.0);
+  else if (r.peak_bytes >= 0) std::snprintf(mem, sizeof mem, "  peak %.1f MiB", r.peak_bytes / 1048576.0);
+  std::printf("%-11s %-18s %-8s %-8s %-18s %10.4f ms  %-13s %-5s %s%s\n", r.suite.c_str(), r.name.c_str(), r.backend.c_str(), r.dtype.c_str(),
+              shape_text(r.shape).c_str(), r.median_s * 1e3, rate, pct, peer, mem);
   std::fflush(stdout);
 }
 
@@ -193,6 +212,8 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
     j["peer_median_s"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.peer_median_s);
     j["ratio"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.ratio);
     if (r.backend == "cpu" && !cpu_isa.empty()) j["cpu_kernels"] = cpu_isa;
+    if (r.peak_bytes >= 0) j["peak_bytes"] = r.peak_bytes;
+    if (r.peer_peak_bytes >= 0) j["peer_peak_bytes"] = r.peer_peak_bytes;
     if (const std::string lib = peer_library(r.peer); !lib.empty()) j["peer_library"] = lib;
     if ((r.peer == "openblas" || r.peer == "libtorch") && !libs.openblas_core.empty()) {
       j["peer_openblas_core"] = libs.openblas_core;

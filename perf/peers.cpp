@@ -60,6 +60,7 @@ std::optional<Peer> torch_mlp_step(int64_t, int) { return std::nullopt; }
 std::optional<Peer> torch_cnn_step(int64_t, int) { return std::nullopt; }
 std::optional<Peer> torch_conv2d(int64_t, int64_t, int64_t, int64_t, bool, int) { return std::nullopt; }
 std::optional<Peer> torch_add_1elem(int, int) { return std::nullopt; }
+std::optional<Peer> torch_gpt_step(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int) { return std::nullopt; }
 #endif
 
 }  // namespace tessera::bench::peers

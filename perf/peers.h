@@ -26,5 +26,8 @@ std::optional<Peer> torch_mlp_step(int64_t batch, int threads);
 std::optional<Peer> torch_cnn_step(int64_t batch, int threads);
 std::optional<Peer> torch_conv2d(int64_t n, int64_t c, int64_t h, int64_t o, bool backward, int threads);
 std::optional<Peer> torch_add_1elem(int calls, int threads);
+/** One AdamW train step (clip 1.0) of the GPT of nn::GPT with these sizes on [batch, context] tokens
+ *  (torch_gpt_peer.cpp). */
+std::optional<Peer> torch_gpt_step(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t dim, int64_t batch, int threads);
 
 }  // namespace tessera::bench::peers

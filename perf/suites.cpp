@@ -225,8 +225,10 @@ void overhead_cases(const Ctx& c, std::vector<Case>& out) {
 }
 }  // namespace
 
+void attention_cases(Device dev, bool quick, int threads, std::vector<Case>& out);  // attention_suite.cpp
+
 const std::vector<std::string>& suite_names() {
-  static const std::vector<std::string> names{"gemm", "elementwise", "reduce", "conv", "memory", "train", "fused", "overhead"};
+  static const std::vector<std::string> names{"gemm", "elementwise", "reduce", "conv", "memory", "train", "fused", "attention", "overhead"};
   return names;
 }
 
@@ -240,8 +242,9 @@ std::vector<Case> make_cases(const std::string& suite, Device device, bool quick
   else if (suite == "memory") memory_op_cases(c, out);
   else if (suite == "train") train_cases(c, out);
   else if (suite == "fused") fused_cases(c, out);
+  else if (suite == "attention") attention_cases(device, quick, threads, out);
   else if (suite == "overhead") overhead_cases(c, out);
-  else throw Error(detail::concat("bench: unknown suite '", suite, "' (known: gemm, elementwise, reduce, conv, memory, train, fused, overhead)"));
+  else throw Error(detail::concat("bench: unknown suite '", suite, "' (known: gemm, elementwise, reduce, conv, memory, train, fused, attention, overhead)"));
   return out;
 }
 

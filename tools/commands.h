@@ -10,6 +10,8 @@ void add_info_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 /** `tessera train`: trains the MLP or CNN on Fashion-MNIST on a chosen backend. */
 void add_train_command(CLI::App& app);
+/** `tessera generate`: samples text from a gpt/lstm checkpoint with a KV cache. */
+void add_generate_command(CLI::App& app);
 /** Parse and validate only, never run a command (the CLI fuzzer). */
 void set_parse_only(bool on);
 /** `tessera bench`: the benchmark suites (perf/). */

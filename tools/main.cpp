@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   tessera::tools::add_info_command(app);
   tessera::tools::add_demo_command(app);
   tessera::tools::add_train_command(app);
+  tessera::tools::add_generate_command(app);
   tessera::tools::add_bench_command(app);
   try {
     app.parse(argc, argv);

@@ -1,4 +1,5 @@
-// `tessera train`: trains the MLP or the CNN on Fashion-MNIST (or MNIST) on any backend.
+// `tessera train`: trains the MLP or the CNN on Fashion-MNIST (or MNIST) on any backend; the
+// language models go to train_lm.cpp.
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,8 @@
 
 namespace tessera::tools {
 namespace {
+
+}  // namespace
 
 Device pick_device(const std::string& backend) {
   if (backend != "auto") {
@@ -32,8 +35,14 @@ Device pick_device(const std::string& backend) {
   return kCPU;
 }
 
+namespace {
+
 void run_train(TrainArgs& a, const CLI::App& cmd) {
   validate_train_args(a);
+  if (is_language_model(a.model)) {
+    run_train_lm(a, [&](const std::string& flag) { return cmd.count(flag) > 0; }, pick_device(a.backend));
+    return;
+  }
   std::vector<std::string> resume_report;
   if (a.resume && std::filesystem::exists(a.checkpoint)) {
     const nn::Metadata meta = nn::read_safetensors_metadata(a.checkpoint);
@@ -141,7 +150,7 @@ bool g_parse_only = false;
 void set_parse_only(bool on) { g_parse_only = on; }
 
 void add_train_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST");
+  auto* cmd = app.add_subcommand("train", "Train a model: mlp/cnn on Fashion-MNIST, gpt/lstm on text");
   static TrainArgs a;
   a = TrainArgs{};
   add_train_options(*cmd, a);

@@ -37,10 +37,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   // Integer bounds keep every product with them (epochs x batches, batch x features) far from
   // int64_t overflow; values outside are refused rather than wrapped.
   constexpr int64_t kMaxEpochs = 1'000'000, kMaxBatch = 1 << 20, kMaxCount = int64_t{1} << 40;
-  cmd.add_option("--model", a.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  cmd.add_option("--model", a.model, "mlp, cnn (Fashion-MNIST), gpt or lstm (character language models)")->check(CLI::IsMember({"mlp", "cnn", "gpt", "lstm"}))->capture_default_str();
   cmd.add_option("--backend", a.backend, "auto, cpu, cuda[:i], hip[:i], kokkos, emulated")->capture_default_str();
   cmd.add_option("--epochs", a.epochs, "Epochs")->check(CLI::Range(int64_t{1}, kMaxEpochs))->capture_default_str();
-  cmd.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{kMaxBatch}))->capture_default_str();
+  cmd.add_option("--batch-size,--batch", a.batch_size, "Batch size (gpt/lstm: windows per step, default 32)")->check(CLI::Range(int64_t{1}, int64_t{kMaxBatch}))->capture_default_str();
   cmd.add_option("--lr", a.lr, "Learning rate")->check(finite_at_least(0, false))->capture_default_str();
   cmd.add_option("--weight-decay", a.weight_decay, "Weight decay")->check(finite_at_least(0, true))->capture_default_str();
   cmd.add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop")
@@ -49,7 +49,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--seed", a.seed, "Random seed (0 to 2^63-1)")->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
   cmd.add_option("--workers", a.workers, "Data-loading threads")->check(CLI::Range(0, 64))->capture_default_str();
-  cmd.add_option("--data", a.data, "Directory with the IDX files")->capture_default_str();
+  cmd.add_option("--data", a.data, "Directory with the IDX files (gpt/lstm: a text file or directory, default /usr/share/games/fortunes)")->capture_default_str();
   cmd.add_option("--limit", a.limit, "Use only the first N training images")->check(CLI::Range(int64_t{1}, kMaxCount));
   cmd.add_option("--precision", a.precision, "Compute precision: f32, bf16 or f16 (autocast; f16 adds loss scaling)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
@@ -64,10 +64,24 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
   cmd.add_flag("--reset-optimizer", a.reset_optimizer, "With --resume: load the model only and start the optimizer afresh");
   cmd.add_option("--json", a.json, "Write a JSON summary here");
+  cmd.add_option("--layers", a.layers, "gpt/lstm: layers")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
+  cmd.add_option("--heads", a.heads, "gpt: attention heads")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
+  cmd.add_option("--dim", a.dim, "gpt/lstm: model width")->check(CLI::Range(int64_t{1}, int64_t{65536}))->capture_default_str();
+  cmd.add_option("--context", a.context, "gpt/lstm: tokens per training window")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  cmd.add_option("--steps", a.steps, "gpt/lstm: optimizer steps")->check(CLI::Range(int64_t{1}, kMaxCount))->capture_default_str();
+  cmd.add_option("--grad-accum", a.grad_accumulation, "gpt/lstm: batches per optimizer step")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  cmd.add_option("--warmup", a.warmup, "gpt/lstm: linear warm-up steps before the cosine decay")->check(CLI::Range(int64_t{0}, kMaxCount))->capture_default_str();
+  cmd.add_option("--eval-every", a.eval_every, "gpt/lstm: validation (and checkpoint) every N steps")->check(CLI::Range(int64_t{1}, kMaxCount))->capture_default_str();
+  cmd.add_option("--clip", a.clip_norm, "gpt/lstm: global gradient-norm clip (0 = off)")->check(finite_at_least(0, true))->capture_default_str();
+  cmd.add_option("--dropout", a.dropout, "gpt: dropout in [0, 1)")->check(CLI::Range(0.0, 0.99))->capture_default_str();
   cmd.add_flag("--quiet", a.quiet, "Only print the result line");
 }
 
 void validate_train_args(const TrainArgs& a) {
+  if (is_language_model(a.model)) {
+    TESSERA_CHECK(!a.resume, "train", "--resume is not supported for --model ", a.model, " (its checkpoints hold the weights for generate)");
+    TESSERA_CHECK(a.model != "gpt" || a.dim % a.heads == 0, "train", "--dim ", a.dim, " must be divisible by --heads ", a.heads);
+  }
   TESSERA_CHECK(!a.resume || !a.checkpoint.empty(), "train", "--resume needs --checkpoint");
   TESSERA_CHECK(!a.reset_optimizer || a.resume, "train", "--reset-optimizer needs --resume");
   if (!a.checkpoint.empty()) nn::check_output_path(a.checkpoint, "train", "--checkpoint");
@@ -158,7 +172,7 @@ std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& confi
     }
     return false;
   };
-  TESSERA_CHECK(member(a.model, {"mlp", "cnn"}) && member(a.optimizer, {"sgd", "adam", "adamw", "rmsprop"}) &&
+  TESSERA_CHECK(member(a.model, {"mlp", "cnn", "gpt", "lstm"}) && member(a.optimizer, {"sgd", "adam", "adamw", "rmsprop"}) &&
                     member(a.schedule, {"cosine", "none"}) && member(a.precision, {"f32", "bf16", "f16"}) &&
                     member(a.param_dtype, {"f32", "bf16", "f16"}),
                 "train", "the checkpoint's run settings name an unknown model, optimizer, schedule or precision");

@@ -3,8 +3,11 @@
 // the run itself so the parser can be fuzzed without training (tests/fuzz/fuzz_cli.cpp).
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "tessera/device.h"
 
 namespace tessera::tools {
 
@@ -17,7 +20,13 @@ struct TrainArgs {
   int64_t seed = 0;
   int threads = 0, workers = 1;
   bool resume = false, quiet = false, graph = false, detect_anomaly = false, reset_optimizer = false;
+  // Language models (--model gpt|lstm): sizes and the step-based schedule.
+  int64_t layers = 4, heads = 4, dim = 128, context = 128, steps = 2000, grad_accumulation = 1, warmup = 100, eval_every = 250;
+  double clip_norm = 1.0, dropout = 0.0;
 };
+
+/** True for the character language models (trained by run_train_lm). */
+inline bool is_language_model(const std::string& model) { return model == "gpt" || model == "lstm"; }
 
 /** Registers every option of `train` on `cmd`, bound to `a`. */
 void add_train_options(CLI::App& cmd, TrainArgs& a);
@@ -36,5 +45,11 @@ std::string train_config_json(const TrainArgs& a);
  */
 std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& config_json,
                                           const std::function<bool(const std::string&)>& explicit_flag);
+
+
+/** The --backend choice ("auto": the best GPU, else the CPU). */
+Device pick_device(const std::string& backend);
+/** Trains --model gpt|lstm (train_lm.cpp); `explicit_flag(name)` says whether "--name" was given. */
+void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag, Device device);
 
 }  // namespace tessera::tools

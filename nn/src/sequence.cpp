@@ -29,9 +29,13 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
   const Tensor q = split_heads(q_proj->forward(query), lq);
   const Tensor k = split_heads(k_proj->forward(key), lk);
   const Tensor v = split_heads(v_proj->forward(value), lk);
+  if (!key_padding_mask.defined()) {  // the fused, memory-linear kernel
+    const Tensor ctx = scaled_dot_product_attention(q, k, v, causal).permute({0, 2, 1, 3}).reshape({b, lq, embed_dim_});
+    return out_proj->forward(ctx);
+  }
   Tensor scores = mul(matmul(q, k.mT()), 1.0 / std::sqrt(static_cast<double>(d)));  // [B, H, Lq, Lk]
   if (causal) {
-    const Tensor qi = arange(lq, DType::i64, query.device()).unsqueeze(1);
+    const Tensor qi = add(arange(lq, DType::i64, query.device()), lk - lq).unsqueeze(1);  // bottom-right, as the fused op
     const Tensor ki = arange(lk, DType::i64, query.device()).unsqueeze(0);
     scores = where(gt(ki, qi), -INFINITY, scores);
   }

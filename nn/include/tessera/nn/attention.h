@@ -1,6 +1,6 @@
 #pragma once
-// Multi-head scaled dot-product attention (batch-first), composed from public ops so it
-// differentiates and runs on every backend.
+// Multi-head scaled dot-product attention (batch-first) over the fused
+// scaled_dot_product_attention op (the composed path only for a key padding mask).
 #include "tessera/nn/layers.h"
 
 namespace tessera::nn {
@@ -9,8 +9,8 @@ class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t embed_dim, int64_t num_heads, bool bias = true, Placement p = {});
   /**
-   * query [B, Lq, E], key/value [B, Lk, E] -> [B, Lq, E]. `causal` masks keys after each query
-   * position; `key_padding_mask` (bool [B, Lk], true = ignore) masks padded keys.
+   * query [B, Lq, E], key/value [B, Lk, E] -> [B, Lq, E]. `causal` masks key j for query i when
+   * j > i + Lk - Lq (bottom-right aligned, scaled_dot_product_attention); `key_padding_mask` (bool [B, Lk], true = ignore) masks padded keys.
    */
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, bool causal = false,
                  const Tensor& key_padding_mask = Tensor());
