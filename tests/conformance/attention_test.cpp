@@ -110,7 +110,7 @@ TEST_CASE("f16 and bf16 fused attention match the f32 reference of the same inpu
   }
 }
 
-TEST_CASE("fused attention keeps memory linear in T; the reference stores T x T scores") {
+TEST_CASE("fused attention keeps memory linear in T, the reference stores T x T scores") {
   auto peak = [](int64_t t, bool fused) {
     const Tensor q = make_input({1, 1, t, 32}, DType::f32, 41), k = make_input({1, 1, t, 32}, DType::f32, 42);
     const Tensor v = make_input({1, 1, t, 32}, DType::f32, 43);
