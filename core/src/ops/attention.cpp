@@ -77,15 +77,6 @@ Tensor scaled_dot_product_attention_reference(const Tensor& q_in, const Tensor& 
   return matmul(p, v);
 }
 
-namespace {
-Tensor run_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
-                              const OpAttrs& attrs, Tensor (&grads)[3]) {
-  const Tensor in[6] = {g, q, k, v, o, lse};
-  detail::run_kernel(OpId::AttentionBackward, q.device(), in, grads, attrs);
-  return grads[0];
-}
-}  // namespace
-
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal, double dropout_p,
                                     std::optional<double> scale, Generator* gen) {
   if (!fused_kernels()) return scaled_dot_product_attention_reference(q_in, k_in, v_in, causal, dropout_p, scale, gen);
@@ -118,10 +109,15 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   Tensor y = outs[0].view(with_tail(s.lead, s.tq, s.dv));
   if (autograd::needs_grad({&q, &k, &v})) {
     autograd::record(kOp, {q, k, v}, y, [q3, k3, v3, o = outs[0], lse = outs[1], attrs, qs = q.shape(), ks = k.shape(), vs = v.shape()](const Tensor& g) {
-      Tensor grads[3] = {zeros(q3.shape(), q3.dtype(), q3.device()), zeros(k3.shape(), q3.dtype(), q3.device()),
-                         zeros(v3.shape(), q3.dtype(), q3.device())};
+      // The kernels write every element of dQ, dK and dV; only an empty batch, query or key
+      // axis leaves the gradients to be zero-filled here.
+      Tensor grads[3] = {empty(q3.shape(), q3.dtype(), q3.device()), empty(k3.shape(), q3.dtype(), q3.device()),
+                         empty(v3.shape(), q3.dtype(), q3.device())};
       if (q3.size(0) > 0 && q3.size(1) > 0 && k3.size(1) > 0) {
-        run_attention_backward(g.to(q3.dtype()).contiguous().reshape(o.shape()), q3, k3, v3, o, lse, attrs, grads);
+        const Tensor in[6] = {g.to(q3.dtype()).contiguous().reshape(o.shape()), q3, k3, v3, o, lse};
+        detail::run_kernel(OpId::AttentionBackward, q3.device(), in, grads, attrs);
+      } else {
+        for (Tensor& t : grads) t.zero_();
       }
       return std::vector<Tensor>{grads[0].view(qs), grads[1].view(ks), grads[2].view(vs)};
     });
