@@ -16,6 +16,7 @@ tessera_tristate(TESSERA_WITH_CUDA "Build the CUDA backend")
 tessera_tristate(TESSERA_WITH_HIP "Build the HIP backend")
 tessera_tristate(TESSERA_WITH_KOKKOS "Build the Kokkos backend")
 tessera_tristate(TESSERA_WITH_GPU_EMULATION "Build the emulated GPU backend")
+tessera_tristate(TESSERA_WITH_MPI "Build the MPI process group (tessera::dist)")
 
 # CPU kernels are compiled for one ISA, chosen at configure time: AVX2+FMA when both the
 # compiler and this machine support it, the portable C++ path otherwise.

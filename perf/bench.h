@@ -74,6 +74,12 @@ std::vector<Record> run(const Options& options);
  * FLOPs, host syncs and an H100 / MI250X roofline time; writes JSON to `json_path` if given.
  */
 void run_gpu_model(bool quick, const std::string& json_path);
+/**
+ * The allreduce suite (perf/dist_suite.cpp), run under mpirun: in-place f32 all-reduce of
+ * 1 KiB-64 MiB over the default process group, algorithm and bus bandwidth as nccl-tests
+ * defines them; rank 0 prints and writes the JSON.
+ */
+void run_allreduce(bool quick, const std::string& json_path, const Options& options);
 
 /** Writes `text` to `path` through a temp file and a rename, so a reader never sees half a file. */
 void write_file_atomically(const std::string& text, const std::string& path);

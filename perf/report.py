@@ -3,6 +3,8 @@
 chart per suite, backends and machines side by side.
 
     perf/report.py docs/bench/*.json --markdown docs/bench/latest.md --charts docs/bench
+    perf/report.py run1.json run2.json run3.json --median-out merged.json   (repeated runs of one
+        machine and kernel set -> one record per case, each number the median over the runs)
 
 Throughput is GFLOP/s for FLOP workloads, GB/s for bandwidth workloads and calls/s otherwise;
 the table also shows % of peak and the ratio to the peer measured in the same run.
@@ -105,13 +107,37 @@ def charts(records, out_dir):
     return written
 
 
+def median_of_runs(records):
+    """One record per case; every numeric field is the median of that field over the runs."""
+    import statistics
+    groups = OrderedDict()
+    for r in records:
+        key = (r["suite"], r["case"], r["backend"], r["device"], r["dtype"], tuple(r["shape"]), r.get("peer"))
+        groups.setdefault(key, []).append(r)
+    merged = []
+    for rs in groups.values():
+        out = {k: v for k, v in rs[0].items() if not k.startswith("_")}
+        for k, v in rs[0].items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "threads":
+                vals = [r[k] for r in rs if isinstance(r.get(k), (int, float))]
+                out[k] = statistics.median(vals)
+        out["runs"] = len(rs)
+        merged.append(out)
+    return merged
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+", help="tessera bench --json files")
     ap.add_argument("--markdown", help="write the table here (default: stdout)")
     ap.add_argument("--charts", help="write one PNG per suite into this directory")
+    ap.add_argument("--median-out", help="write the median over the input runs of every case as one JSON file")
     args = ap.parse_args()
     records = load(args.json)
+    if args.median_out:
+        with open(args.median_out, "w") as f:
+            json.dump(median_of_runs(records), f, indent=1)
+        return
     table = markdown(records)
     if args.markdown:
         with open(args.markdown, "w") as f:

@@ -15,7 +15,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--backend", opts->backends, "backends to run (repeatable; default: every backend with a device, except emulated)");
   cmd->add_option("--suite", opts->suites,
                   "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, fused, overhead; or gpu-model alone "
-                  "(per-kernel memory counters and roofline times from the emulated backend)");
+                  "(per-kernel memory counters and roofline times from the emulated backend); or allreduce alone, under mpirun "
+                  "(all-reduce bus bandwidth over the process group, 1 KiB-64 MiB)");
   cmd->add_flag("--quick", opts->quick, "small shapes and 3 repetitions (CI smoke test)");
   cmd->add_option("--filter", opts->filters,
                   "run only cases whose name/dtype/shape (e.g. matmul/bf16/1024x1024x1024) contains this text (repeatable)");
@@ -23,6 +24,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   cmd->callback([opts] {
     if (!opts->json_path.empty()) nn::check_output_path(opts->json_path, "bench", "--json");  // before, not after, the run
+    if (std::find(opts->suites.begin(), opts->suites.end(), "allreduce") != opts->suites.end()) {
+      if (opts->suites.size() != 1) throw tessera::Error("bench: the allreduce suite runs alone (--suite allreduce)");
+      bench::run_allreduce(opts->quick, opts->json_path, *opts);
+      return;
+    }
     if (std::find(opts->suites.begin(), opts->suites.end(), "gpu-model") != opts->suites.end()) {
       if (opts->suites.size() != 1) throw tessera::Error("bench: the gpu-model suite runs alone (--suite gpu-model)");
       for (const std::string& b : opts->backends) {

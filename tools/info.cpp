@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "tessera/dist.h"
 #include "tessera/tessera.h"
 #include "tessera_build_config.h"
 
@@ -37,6 +38,11 @@ void print_info() {
     std::cout << "\nBackends not built:\n";
     for (const auto& m : missing) std::cout << "  " << m.name << ": " << m.reason << "\n";
   }
+  const auto groups = dist::available_backends();
+  std::cout << "\nProcess groups (tessera::dist, data parallelism):";
+  for (const auto& g : groups) std::cout << " " << g;
+  if (groups.empty()) std::cout << " none: " << TESSERA_MPI_MISSING_REASON;
+  std::cout << "\n";
 }
 
 void run_demo(const std::string& device_name) {

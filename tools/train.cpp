@@ -3,19 +3,29 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "tessera/nn/file_io.h"
 #include "train_args.h"
+#include "tessera/dist.h"
+#include "tessera/nn/ddp.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/trainer.h"
 
 namespace tessera::tools {
 namespace {
-
+// Rank r of w keeps images r, r + w, ...: equal shards (the remainder is dropped) so every rank
+// runs the same number of steps, each rank shuffling its own shard per epoch.
+nn::ImageSet shard(const nn::ImageSet& set, int rank, int world) {
+  const int64_t per_rank = set.size() / world;
+  const Tensor idx = add(mul(arange(0.0, static_cast<double>(per_rank), 1.0, DType::f64, kCPU), static_cast<double>(world)), rank).to(DType::i64);
+  return {index_select(set.images, 0, idx), index_select(set.labels, 0, idx)};
+}
 }  // namespace
 
 Device pick_device(const std::string& backend) {
@@ -40,6 +50,7 @@ namespace {
 void run_train(TrainArgs& a, const CLI::App& cmd) {
   validate_train_args(a);
   if (is_language_model(a.model)) {
+    TESSERA_CHECK(!a.distributed, "train", "--distributed supports --model mlp and cnn, not the language models (yet)");
     run_train_lm(a, [&](const std::string& flag) { return cmd.count(flag) > 0; }, pick_device(a.backend));
     return;
   }
@@ -51,10 +62,21 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     resume_report = reconcile_resume(a, config->second, [&](const std::string& flag) { return cmd.count(flag) > 0; });
     for (const std::string& line : resume_report) std::fprintf(stderr, "resume: %s\n", line.c_str());
   }
-  set_num_threads(a.threads);
-  const Device device = pick_device(a.backend);
+  std::shared_ptr<dist::ProcessGroup> group;
+  if (a.distributed) {
+    group = dist::init_process_group();
+    TESSERA_CHECK(a.batch_size % group->world_size() == 0, "train", "--batch ", a.batch_size, " (the global batch) must divide by the ",
+                  group->world_size(), " ranks");
+  }
+  const int rank = group ? group->rank() : 0, world = group ? group->world_size() : 1;
+  // Ranks share the node's cores unless told otherwise.
+  set_num_threads(a.threads == 0 && world > 1 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world) : a.threads);
+  Device device = pick_device(a.backend);
+  if (group && device.type != DeviceType::cpu) device = Device(device.type, a.local_rank >= 0 ? a.local_rank : group->local_rank());
+  if (rank != 0) a.quiet = true;  // rank 0 logs
   manual_seed(static_cast<uint64_t>(a.seed));
   nn::ImageSet train_set = nn::load_mnist_split(a.data, "train", a.limit);
+  if (group) train_set = shard(train_set, rank, world);
   nn::ImageSet test_set = nn::load_mnist_split(a.data, "test", a.test_limit);
   const DType precision = nn::parse_precision(a.precision), param_dtype = nn::parse_precision(a.param_dtype);
   TESSERA_CHECK(param_dtype == DType::f32 || param_dtype == precision, "train", "--param-dtype ", a.param_dtype,
@@ -67,9 +89,11 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   if (a.optimizer == "sgd") opts.momentum = 0.9;
   auto optimizer = nn::make_optimizer(a.optimizer, model->parameters(), opts);
 
+  std::unique_ptr<nn::DistributedDataParallel> ddp;
+  if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
   nn::LoaderOptions lo;
-  lo.batch_size = a.batch_size;
-  lo.seed = static_cast<uint64_t>(a.seed);
+  lo.batch_size = a.batch_size / world;
+  lo.seed = static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(rank);
   lo.device = device;
   lo.workers = a.workers;
   lo.transforms = {nn::normalize({0.2860}, {0.3530})};  // Fashion-MNIST statistics
@@ -103,6 +127,9 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   to.detect_anomaly = a.detect_anomaly;
   to.reset_optimizer = a.reset_optimizer;
   to.resume_lr = a.lr;
+  to.ddp = ddp.get();
+  if (group && !a.quiet) std::printf("data parallel: %d ranks over %s, %lld images and batch %lld per rank\n", world, group->backend().c_str(),
+                                     static_cast<long long>(train.samples()), static_cast<long long>(a.batch_size / world));
   if (a.graph && !DeviceGraph::supported(device) && !a.quiet) {
     std::printf("--graph: %s cannot capture graphs; running eagerly\n", device.str().c_str());
   }
@@ -125,8 +152,9 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   const nn::EvalStats final_eval = history.empty() ? trainer.evaluate(test) : history.back().test;
   double sps = 0;
   for (const auto& h : history) sps += h.samples_per_second / static_cast<double>(history.size());
-  std::printf("result: %s on %s, test accuracy %.2f%%, test loss %.4f, %.1f s\n", a.model.c_str(), device.str().c_str(),
-              100.0 * final_eval.accuracy, final_eval.loss, seconds);
+  if (rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
+  std::printf("result: %s on %s%s, test accuracy %.2f%%, test loss %.4f, %.1f s\n", a.model.c_str(), device.str().c_str(),
+              world > 1 ? (" x " + std::to_string(world) + " ranks").c_str() : "", 100.0 * final_eval.accuracy, final_eval.loss, seconds);
   if (!a.json.empty()) {
     nlohmann::json j = {{"backend", device.str()}, {"model", a.model}, {"precision", a.precision},          {"epochs", a.epochs},
                         {"test_accuracy", final_eval.accuracy}, {"test_loss", final_eval.loss},

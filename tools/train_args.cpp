@@ -57,6 +57,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
   cmd.add_option("--test-limit", a.test_limit, "Evaluate on only the first N test images")->check(CLI::Range(int64_t{1}, kMaxCount));
   cmd.add_flag("--graph", a.graph, "Capture forward+backward once and replay it each step (emulated, CUDA, HIP)");
+  cmd.add_flag("--distributed", a.distributed,
+               "Data parallel (mlp/cnn) under mpirun: each rank trains on its shard, --batch is the global batch, gradients are "
+               "all-reduced (DistributedDataParallel); rank 0 logs and writes checkpoints");
+  cmd.add_option("--local-rank", a.local_rank, "Device index of this rank with --distributed (default: its MPI local rank)")
+      ->check(CLI::Range(0, 1024));
   cmd.add_option("--on-nonfinite", a.on_nonfinite, "NaN/Inf loss or gradient: stop (error naming the step) or skip the step")
       ->check(CLI::IsMember({"stop", "skip"}))->capture_default_str();
   cmd.add_flag("--detect-anomaly", a.detect_anomaly, "Check every op's output and gradient; name the first to make a NaN/Inf (slow)");

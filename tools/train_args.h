@@ -20,6 +20,8 @@ struct TrainArgs {
   int64_t seed = 0;
   int threads = 0, workers = 1;
   bool resume = false, quiet = false, graph = false, detect_anomaly = false, reset_optimizer = false;
+  bool distributed = false;  ///< data parallel over the MPI process group (run under mpirun)
+  int local_rank = -1;       ///< device index per rank (default: the MPI local rank)
   // Language models (--model gpt|lstm): sizes and the step-based schedule.
   int64_t layers = 4, heads = 4, dim = 128, context = 128, steps = 2000, grad_accumulation = 1, warmup = 100, eval_every = 250;
   double clip_norm = 1.0, dropout = 0.0;

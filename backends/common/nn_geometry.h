@@ -104,7 +104,7 @@ template <class Acc, class T> TESSERA_HD_INLINE void max_pool_at(const PoolDims&
     }
   }
   y[i] = static_cast<T>(best);
-  idx[i] = bi;
+  if (idx) idx[i] = bi;  // null when no gradient needs the indices
 }
 
 /** Max pooling backward for plane p, sequentially (no atomics, deterministic). */

@@ -1,16 +1,19 @@
 // conv2d forward, input-grad and weight-grad as im2col + GEMM (f32/f64, and f16/bf16 with f32
-// accumulation).
+// accumulation); f32 3x3 stride-1 forward, input-grad and weight-grad by Winograd F(2x2, 3x3) where both
+// channel counts reach kWinogradMinChannels (conv_winograd.h; the heuristic is there).
 //   forward:      out[n, g] (Og x P)  = W[g] (Og x K) @ col(x[n, g]) (K x P)     parallel over samples
 //   input grad:   col (K x P) = W[g]^T @ dout[n, g], then col2im-add into dx      parallel over samples
 //   weight grad:  dW[g] = dout_g (Og x N*P) @ col_all^T (N*P x K), one GEMM per group and chunk of
 //                 samples; GEMM tiles own their outputs, so the sum over samples has a fixed order
 //                 and the result does not depend on the thread count.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "../common/dtype_dispatch.h"
+#include "conv_winograd.h"
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "tessera/runtime.h"
@@ -123,6 +126,18 @@ template <class T> void round_into(const acc_t<T>* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
 }
 
+// The Winograd path's shapes: 3x3, stride 1, dilation 1, one group, padding 0..2, enough
+// channels on both sides for the transforms to pay (conv_winograd.h).
+// TESSERA_CPU_CONV=im2col turns Winograd off (comparisons, and a fallback to rule it out).
+bool winograd_fits(const ConvGeom& g) {
+  static const bool disabled = [] {
+    const char* choice = std::getenv("TESSERA_CPU_CONV");
+    return choice && std::strcmp(choice, "im2col") == 0;
+  }();
+  return !disabled && g.groups == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph <= 2 && g.pw <= 2 &&
+         g.c >= kWinogradMinChannels && g.o >= kWinogradMinChannels && g.ho > 0 && g.wo > 0;
+}
+
 template <class T> void conv_forward(const KernelCall& call) {
   using Acc = acc_t<T>;
   const Tensor& x = call.inputs[0];
@@ -134,6 +149,16 @@ template <class T> void conv_forward(const KernelCall& call) {
   const T* wp = static_cast<const T*>(w.data_ptr());
   const T* bp = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
   T* op = static_cast<T*>(out.data_ptr());
+  if constexpr (std::is_same_v<T, float>) {
+    if (winograd_fits(g)) {
+      Winograd3x3 args;
+      args.x = xp, args.n = g.n, args.c = g.c, args.h = g.h, args.w = g.w;
+      args.weight = wp, args.o = g.o, args.ph = g.ph, args.pw = g.pw, args.bias = bp;
+      args.out = op, args.ho = g.ho, args.wo = g.wo;
+      winograd_conv3x3(args);
+      return;
+    }
+  }
   const bool across = per_sample_parallel(g.n);
   parallel_for(g.n, across ? 1 : g.n + 1, [&](int64_t n0, int64_t n1) {
     T* col = scratch<T, 0>(g.pointwise() ? 0 : static_cast<size_t>(g.k() * g.p()));
@@ -171,6 +196,18 @@ template <class T> void conv_input_grad(const KernelCall& call) {
   const T* gp = static_cast<const T*>(gout.data_ptr());
   const T* wp = static_cast<const T*>(w.data_ptr());
   T* dxp = static_cast<T*>(gx.data_ptr());
+  if constexpr (std::is_same_v<T, float>) {
+    // dx = the 3x3 stride-1 convolution of dout with the weights rotated 180 degrees and
+    // transposed, padded by 2 - padding: its output is exactly H x W.
+    if (winograd_fits(g) && g.ho + 2 - 2 * g.ph == g.h && g.wo + 2 - 2 * g.pw == g.w) {
+      Winograd3x3 args;
+      args.x = gp, args.n = g.n, args.c = g.o, args.h = g.ho, args.w = g.wo;
+      args.weight = wp, args.flip_transpose = true, args.o = g.c, args.ph = 2 - g.ph, args.pw = 2 - g.pw;
+      args.out = dxp, args.ho = g.h, args.wo = g.w;
+      winograd_conv3x3(args);
+      return;
+    }
+  }
   const bool across = per_sample_parallel(g.n);
   parallel_for(g.n, across ? 1 : g.n + 1, [&](int64_t n0, int64_t n1) {
     Acc* col = scratch<Acc, 2>(static_cast<size_t>(g.k() * g.p()));
@@ -203,6 +240,15 @@ template <class T> void conv_weight_grad(const KernelCall& call) {
   const T* gp = static_cast<const T*>(gout.data_ptr());
   const T* xp = static_cast<const T*>(x.data_ptr());
   T* dwp = static_cast<T*>(gw.data_ptr());
+  if constexpr (std::is_same_v<T, float>) {
+    if (winograd_fits(g)) {
+      Winograd3x3 args;
+      args.x = xp, args.n = g.n, args.c = g.c, args.h = g.h, args.w = g.w, args.o = g.o, args.ph = g.ph, args.pw = g.pw;
+      args.ho = g.ho, args.wo = g.wo, args.grad_out = gp, args.grad_weight = dwp;
+      winograd_conv3x3_weight_grad(args);
+      return;
+    }
+  }
   // Samples per chunk: keep the column buffer near 64 MiB.
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(g.n, (int64_t{1} << 24) / std::max<int64_t>(g.k() * g.p(), 1)));
   T* col = scratch<T, 4>(static_cast<size_t>(g.k() * chunk * g.p()));

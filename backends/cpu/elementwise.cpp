@@ -2,6 +2,8 @@
 // kernel here through the op list (exp, log, tanh, erf and the activations through their
 // vectorisable float versions in vec_math.h), with a contiguous fast path (vectorised by the compiler
 // for the ISA this file is built for) and a strided path for views and broadcasts.
+#include <algorithm>
+
 #include "../common/dtype_dispatch.h"
 #include "../common/strided_loop.h"
 #include "cpu_backend.h"
@@ -105,6 +107,62 @@ void where_kernel(const KernelCall& c) {
     });
   });
 }
+// [b, e) of a row-major [rows, n] array as row pieces: body(first element, first column, length).
+template <class Body> void for_row_pieces(int64_t b, int64_t e, int64_t n, Body body) {
+  while (b < e) {
+    const int64_t col = b % n, len = std::min(n - col, e - b);
+    body(b, col, len);
+    b += len;
+  }
+}
+
+// The activation's vectorisable functor, known at compile time so each loop vectorises.
+struct IdentityFn {
+  template <class T> T operator()(T x) const { return x; }
+};
+template <Activation A> struct ActFn { using type = IdentityFn; };
+template <> struct ActFn<Activation::relu> { using type = kernels::ReluFn; };
+template <> struct ActFn<Activation::gelu> { using type = vmath::GeluFn; };
+template <> struct ActFn<Activation::gelu_tanh> { using type = vmath::GeluTanhFn; };
+template <> struct ActFn<Activation::silu> { using type = vmath::SiluFn; };
+template <> struct ActFn<Activation::sigmoid> { using type = vmath::SigmoidFn; };
+template <> struct ActFn<Activation::tanh> { using type = vmath::TanhFn; };
+
+template <class Body> void with_activation(Activation act, Body body) {
+  switch (act) {
+    case Activation::relu: return body.template operator()<Activation::relu>();
+    case Activation::gelu: return body.template operator()<Activation::gelu>();
+    case Activation::gelu_tanh: return body.template operator()<Activation::gelu_tanh>();
+    case Activation::silu: return body.template operator()<Activation::silu>();
+    case Activation::sigmoid: return body.template operator()<Activation::sigmoid>();
+    case Activation::tanh: return body.template operator()<Activation::tanh>();
+    case Activation::none: return body.template operator()<Activation::none>();
+  }
+}
+
+// y = act(x + bias) in one pass: a linear layer's epilogue as its own op.
+void bias_activation_kernel(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  const int64_t n = x.size(-1);
+  backend_common::dispatch_float(x.dtype(), "bias_activation", [&]<class T>() {
+    using C = compute_t<T>;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const T* bp = static_cast<const T*>(c.inputs[1].data_ptr());
+    T* out = static_cast<T*>(c.outputs[0].data_ptr());
+    with_activation(c.attrs.activation, [&]<Activation A>() {
+      parallel_for(x.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+        for_row_pieces(b, e, n, [&](int64_t i0, int64_t col, int64_t len) {
+          const typename ActFn<A>::type fn{};
+          const T* xr = xp + i0;
+          const T* br = bp + col;
+          T* o = out + i0;
+          for (int64_t j = 0; j < len; ++j) o[j] = static_cast<T>(fn(static_cast<C>(xr[j]) + static_cast<C>(br[j])));
+        });
+      });
+    });
+  });
+}
+
 // g * act'(z) of one activation known at compile time, so each loop vectorises.
 template <Activation A> struct ActivationGradFn {
   template <class T> T operator()(T g, T saved) const { return kernels::activation_grad(A, g, saved); }
@@ -114,6 +172,19 @@ template <class Grad, class T> void activation_backward_loop(const KernelCall& c
   const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
   const T* v = static_cast<const T*>(c.inputs[1].data_ptr());
   T* out = static_cast<T*>(c.outputs[0].data_ptr());
+  if (c.inputs.size() > 2 && c.inputs[2].defined()) {  // z = saved + bias (bias_activation)
+    const T* bias = static_cast<const T*>(c.inputs[2].data_ptr());
+    const int64_t n = c.inputs[1].size(-1);
+    parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for_row_pieces(b, e, n, [&](int64_t i0, int64_t col, int64_t len) {
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t i = i0 + j;
+          out[i] = static_cast<T>(Grad{}(static_cast<C>(g[i]), static_cast<C>(v[i]) + static_cast<C>(bias[col + j])));
+        }
+      });
+    });
+    return;
+  }
   parallel_for(c.outputs[0].numel(), kParallelGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = static_cast<T>(Grad{}(static_cast<C>(g[i]), static_cast<C>(v[i])));
   });
@@ -137,6 +208,7 @@ void activation_backward_kernel(const KernelCall& c) {
 
 void register_elementwise(KernelTable& table) {
   table[OpId::ActivationBackward] = &activation_backward_kernel;
+  table[OpId::BiasActivation] = &bias_activation_kernel;
 #define TESSERA_UNARY_OP(id, name, fn, policy) table[OpId::id] = &unary_kernel<vmath::fast_t<kernels::fn>, DTypePolicy::policy>;
 #define TESSERA_BINARY_OP(id, name, fn, policy) table[OpId::id] = &binary_kernel<kernels::fn, DTypePolicy::policy>;
 #include "tessera/ops/op_list.inc"

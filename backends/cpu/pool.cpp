@@ -2,6 +2,11 @@
 // (n, c) planes. Backward passes scatter within their own plane, so they are race-free and
 // deterministic.
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "../common/dtype_dispatch.h"
 #include "cpu_backend.h"
@@ -29,6 +34,40 @@ template <class F> void for_planes(int64_t planes, int64_t plane_work, F&& f) {
   });
 }
 
+constexpr int64_t kPoolBlock = 8;
+
+// Outputs [o0, o0 + n) of one 2x2 max-pool output row (n == N when N > 1, a constant trip count
+// the compiler vectorises whole): the first maximum in scan order (a, b, c, d), then the first
+// NaN overrides it. Plain selects on whole values: GCC vectorises this form, not one with && and
+// || on bools. The winning tap (0-3) is kept in 32-bit lanes, the floats' width (mixing in
+// 64-bit indices kept GCC from vectorising: 2.9 GB/s), then becomes an int64 input offset.
+template <class T, int64_t N>
+inline __attribute__((always_inline)) TESSERA_SHORT_ROWS void max_pool_2x2_outputs(const T* r0, const T* r1, T* yo, int64_t* io, int64_t base, int64_t o0,
+                                                                int64_t n, int64_t w) {
+  using C = compute_t<T>;
+  int32_t tap[N];
+  const int64_t count = N > 1 ? N : n;
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t ow = o0 + k;
+    const C a = static_cast<C>(r0[2 * ow]), b = static_cast<C>(r0[2 * ow + 1]);
+    const C c = static_cast<C>(r1[2 * ow]), d = static_cast<C>(r1[2 * ow + 1]);
+    C best = a;
+    int32_t t = 0;
+    t = b > best ? 1 : t, best = b > best ? b : best;
+    t = c > best ? 2 : t, best = c > best ? c : best;
+    t = d > best ? 3 : t, best = d > best ? d : best;
+    const int32_t first_nan = a != a ? 0 : (b != b ? 1 : (c != c ? 2 : 3));
+    const bool any_nan = (a != a) | (b != b) | (c != c) | (d != d);
+    yo[ow] = static_cast<T>(any_nan ? a + b + c + d : best);  // the sum of a NaN is a NaN
+    if constexpr (N > 1) tap[k] = any_nan ? first_nan : t;
+    else if (io) io[ow] = base + 2 * ow + ((any_nan ? first_nan : t) >> 1) * w + ((any_nan ? first_nan : t) & 1);
+  }
+  if constexpr (N > 1) {
+    if (!io) return;
+    for (int64_t k = 0; k < N; ++k) io[o0 + k] = base + 2 * (o0 + k) + (tap[k] >> 1) * w + (tap[k] & 1);
+  }
+}
+
 // The CNN case, 2x2 windows with stride 2 and no padding or dilation: the four taps are
 // compared with branch-free selects (vectorisable), keeping the generic loop's rule that the
 // first NaN in scan order wins and the first maximum is taken on ties.
@@ -38,41 +77,24 @@ template <class T> bool max_pool_2x2(const PoolGeom& g, const T* x, T* y, int64_
       a.dilation[0] != 1 || a.dilation[1] != 1 || g.h < 2 * g.ho || g.w < 2 * g.wo) {
     return false;
   }
-  using C = compute_t<T>;
   for_planes(g.planes, g.ho * g.wo * 4, [&](int64_t p) TESSERA_SHORT_ROWS {
     const T* xp = x + p * g.h * g.w;
     for (int64_t oh = 0; oh < g.ho; ++oh) {
       const T* r0 = xp + (2 * oh) * g.w;
       const T* r1 = r0 + g.w;
       T* yo = y + (p * g.ho + oh) * g.wo;
-      int64_t* io = idx + (p * g.ho + oh) * g.wo;
+      int64_t* io = idx ? idx + (p * g.ho + oh) * g.wo : nullptr;
       const int64_t base = 2 * oh * g.w;
-      // Two vectorisable passes per chunk of outputs: the maximum and the winning tap (0-3) as
-      // 32-bit lanes, the same width as the floats (mixing in 64-bit indices kept GCC from
-      // vectorising: 2.9 GB/s); then the taps become int64 input offsets.
-      constexpr int64_t kChunk = 256;
-      int32_t tap[kChunk];
-      for (int64_t o0 = 0; o0 < g.wo; o0 += kChunk) {
-        const int64_t o1 = std::min(g.wo, o0 + kChunk);
-        for (int64_t ow = o0; ow < o1; ++ow) {
-          const C a = static_cast<C>(r0[2 * ow]), b = static_cast<C>(r0[2 * ow + 1]);
-          const C c = static_cast<C>(r1[2 * ow]), d = static_cast<C>(r1[2 * ow + 1]);
-          // The first maximum in scan order (a, b, c, d), then the first NaN overrides it. Plain
-          // selects on whole values: GCC vectorises this form, not one with && and || on bools.
-          C best = a;
-          int32_t t = 0;
-          t = b > best ? 1 : t, best = b > best ? b : best;
-          t = c > best ? 2 : t, best = c > best ? c : best;
-          t = d > best ? 3 : t, best = d > best ? d : best;
-          const int32_t first_nan = a != a ? 0 : (b != b ? 1 : (c != c ? 2 : 3));
-          const bool any_nan = (a != a) | (b != b) | (c != c) | (d != d);
-          yo[ow] = static_cast<T>(any_nan ? a + b + c + d : best);  // the sum of a NaN is a NaN
-          tap[ow - o0] = any_nan ? first_nan : t;
-        }
-        for (int64_t ow = o0; ow < o1; ++ow) {
-          const int32_t t = tap[ow - o0];
-          io[ow] = base + 2 * ow + (t >> 1) * g.w + (t & 1);
-        }
+      // Rows are short (14 outputs in the CNN): whole blocks of kBlock outputs, the last one
+      // moved back to overlap the previous (outputs are recomputed, not accumulated, so writing
+      // one twice is harmless); a vectorised loop with a scalar tail spent most of its time in
+      // the tail.
+      if (g.wo < kPoolBlock) {
+        max_pool_2x2_outputs<T, 1>(r0, r1, yo, io, base, 0, g.wo, g.w);
+        continue;
+      }
+      for (int64_t o0 = 0; o0 < g.wo; o0 += kPoolBlock) {
+        max_pool_2x2_outputs<T, kPoolBlock>(r0, r1, yo, io, base, std::min(o0, g.wo - kPoolBlock), kPoolBlock, g.w);
       }
     }
   });
@@ -84,7 +106,8 @@ template <class T> void max_pool(const KernelCall& c) {
   const PoolGeom g = geometry(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
   const T* x = static_cast<const T*>(c.inputs[0].data_ptr());
   T* y = static_cast<T*>(c.outputs[0].data_ptr());
-  int64_t* idx = static_cast<int64_t*>(c.outputs[1].data_ptr());
+  // No indices (null) when no gradient will need them: inference skips their 8 bytes per output.
+  int64_t* idx = c.outputs[1].defined() ? static_cast<int64_t*>(c.outputs[1].data_ptr()) : nullptr;
   if (max_pool_2x2(g, x, y, idx)) return;
   const auto& a = c.attrs;
   for_planes(g.planes, g.ho * g.wo * a.kernel[0] * a.kernel[1], [&](int64_t p) {
@@ -109,11 +132,60 @@ template <class T> void max_pool(const KernelCall& c) {
         }
       done:
         y[(p * g.ho + oh) * g.wo + ow] = static_cast<T>(best);
-        idx[(p * g.ho + oh) * g.wo + ow] = best_i;
+        if (idx) idx[(p * g.ho + oh) * g.wo + ow] = best_i;
       }
     }
   });
 }
+
+// Input gradients of outputs [o0, o0 + n) of one 2x2 output row (n == N when N > 1): each of
+// the window's four elements gets the output's gradient if it won, else 0. The winning tap as
+// 0-3 in 32-bit lanes (int64 lanes kept GCC from vectorising the AVX-512 set's loop).
+template <class T, int64_t N>
+inline __attribute__((always_inline)) TESSERA_SHORT_ROWS void max_pool_backward_2x2_outputs(const T* __restrict gr, const int64_t* __restrict ir,
+                                                                                          T* __restrict d0, T* __restrict d1, int64_t base, int64_t o0,
+                                                                                          int64_t n, int64_t w) {
+  const int64_t count = N > 1 ? N : n;
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t ow = o0 + k;
+    const int64_t off = ir[ow] - (base + 2 * ow);  // 0, 1 (row 0) or w, w + 1 (row 1)
+    const int32_t tap = static_cast<int32_t>(off >= w ? off - w + 2 : off);
+    const T v = gr[ow], zero = T(0.0f);
+    d0[2 * ow] = tap == 0 ? v : zero;
+    d0[2 * ow + 1] = tap == 1 ? v : zero;
+    d1[2 * ow] = tap == 2 ? v : zero;
+    d1[2 * ow + 1] = tap == 3 ? v : zero;
+  }
+}
+
+#if defined(__AVX2__)
+// The f32 block of 8 outputs in AVX2 (both kernel sets): GCC turns the selects above into
+// branches and conditional stores (2.9 ms for the CNN's pool backward, 8 GB/s) and did not
+// vectorise any formulation tried (masking the bits included). Winner masks from the int64
+// offsets, the gradient and-ed with each mask, even and odd taps interleaved into the rows.
+inline void max_pool_backward_2x2_block8(const float* gr, const int64_t* ir, float* d0, float* d1, int64_t base, int64_t o0, int64_t w) {
+  const __m256i first = _mm256_set1_epi64x(base + 2 * o0);
+  const __m256i step = _mm256_setr_epi64x(0, 2, 4, 6);
+  const __m256i off_lo = _mm256_sub_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ir + o0)), _mm256_add_epi64(first, step));
+  const __m256i off_hi = _mm256_sub_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ir + o0 + 4)),
+                                          _mm256_add_epi64(first, _mm256_add_epi64(step, _mm256_set1_epi64x(8))));
+  // The offsets are 0, 1, w or w + 1: their low 32 bits, 8 lanes.
+  const __m256i low = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  const __m256i off = _mm256_permute2x128_si256(_mm256_permutevar8x32_epi32(off_lo, low), _mm256_permutevar8x32_epi32(off_hi, low), 0x20);
+  const __m256 v = _mm256_loadu_ps(gr + o0);
+  const auto masked = [&](int32_t tap_offset) {
+    return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(off, _mm256_set1_epi32(tap_offset))));
+  };
+  const auto store_row = [&](float* d, __m256 even, __m256 odd) {
+    const __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(d + 2 * o0, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(d + 2 * o0 + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  };
+  const int32_t w32 = static_cast<int32_t>(w);
+  store_row(d0, masked(0), masked(1));
+  store_row(d1, masked(w32), masked(w32 + 1));
+}
+#endif
 
 // Backward of max_pool_2x2: the windows tile the input without overlap, so each input element
 // is written once — its window's gradient if it was the winner, else 0 — with no zero-fill
@@ -132,16 +204,23 @@ template <class T> bool max_pool_backward_2x2(const PoolGeom& g, const T* go, co
       T* d0 = d + 2 * oh * g.w;
       T* d1 = d0 + g.w;
       const int64_t base = 2 * oh * g.w;
-      for (int64_t ow = 0; ow < g.wo; ++ow) {
-        // The winning tap as 0-3 in 32-bit lanes (as in the forward: int64 lanes kept GCC from
-        // vectorising the AVX-512 set's loop).
-        const int64_t k = ir[ow] - (base + 2 * ow);  // 0, 1 (row 0) or g.w, g.w + 1 (row 1)
-        const int32_t tap = static_cast<int32_t>(k >= g.w ? k - g.w + 2 : k);
-        const T v = gr[ow], zero = T(0.0f);
-        d0[2 * ow] = tap == 0 ? v : zero;
-        d0[2 * ow + 1] = tap == 1 ? v : zero;
-        d1[2 * ow] = tap == 2 ? v : zero;
-        d1[2 * ow + 1] = tap == 3 ? v : zero;
+      // Whole blocks of outputs, the last moved back to overlap (as in the forward: every
+      // input element is assigned, not accumulated, so writing it twice is harmless).
+      if (g.wo < kPoolBlock) {
+        max_pool_backward_2x2_outputs<T, 1>(gr, ir, d0, d1, base, 0, g.wo, g.w);
+      } else {
+        for (int64_t o0 = 0; o0 < g.wo; o0 += kPoolBlock) {
+          const int64_t at = std::min(o0, g.wo - kPoolBlock);
+#if defined(__AVX2__)
+          if constexpr (std::is_same_v<T, float>) {
+            if (g.w < (int64_t{1} << 30)) {  // the offsets compared as 32-bit lanes
+              max_pool_backward_2x2_block8(gr, ir, d0, d1, base, at, g.w);
+              continue;
+            }
+          }
+#endif
+          max_pool_backward_2x2_outputs<T, kPoolBlock>(gr, ir, d0, d1, base, at, kPoolBlock, g.w);
+        }
       }
       for (int64_t iw = 2 * g.wo; iw < g.w; ++iw) d0[iw] = d1[iw] = T(0.0f);
     }

@@ -27,11 +27,11 @@ template <bool kLog> void softmax_kernel(const KernelCall& c) {
           float mx = lane_max(n, in);
           if (mx == -INFINITY) mx = 0;  // see below
           if constexpr (kLog) {
-            const double sum = lane_sum(n, [&](int64_t i) { return static_cast<double>(vmath::exp(in[i] - mx)); });
+            const double sum = lane_sum(n, [&](int64_t i) { return static_cast<double>(vmath::exp_nonpos(in[i] - mx)); });
             const float shift = mx + static_cast<float>(std::log(sum));
             for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
           } else {
-            for (int64_t i = 0; i < n; ++i) out[i] = vmath::exp(in[i] - mx);  // a plain loop vectorises
+            for (int64_t i = 0; i < n; ++i) out[i] = vmath::exp_nonpos(in[i] - mx);  // a plain loop vectorises
             const double sum = lane_sum(n, [&](int64_t i) { return static_cast<double>(out[i]); });
             const float inv = static_cast<float>(1.0 / sum);
             for (int64_t i = 0; i < n; ++i) out[i] *= inv;

@@ -181,18 +181,38 @@ void fill_op(const KernelCall& c) {
   });
 }
 
-template <class T> TESSERA_GLOBAL void activation_backward_kernel(int64_t n, const T* g, const T* saved, T* out, Activation act) {
+// bias (length cols) is null, or added to saved to form z (bias_activation's backward).
+template <class T>
+TESSERA_GLOBAL void activation_backward_kernel(int64_t n, const T* g, const T* saved, const T* bias, int64_t cols, T* out, Activation act) {
   using C = compute_t<T>;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    out[i] = static_cast<T>(kernels::activation_grad(act, static_cast<C>(g[i]), static_cast<C>(saved[i])));
+    const C z = bias ? static_cast<C>(saved[i]) + static_cast<C>(bias[i % cols]) : static_cast<C>(saved[i]);
+    out[i] = static_cast<T>(kernels::activation_grad(act, static_cast<C>(g[i]), z));
   }
 }
 
 void activation_backward_op(const KernelCall& c) {
   Tensor& out = c.outputs[0];
+  const bool has_bias = c.inputs.size() > 2 && c.inputs[2].defined();
   backend_common::dispatch_float(out.dtype(), "activation_backward", [&]<class T>() {
     launch(activation_backward_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<const T>(c.inputs[0]),
-           ptr<const T>(c.inputs[1]), ptr<T>(out), c.attrs.activation);
+           ptr<const T>(c.inputs[1]), has_bias ? ptr<const T>(c.inputs[2]) : nullptr, out.size(-1), ptr<T>(out), c.attrs.activation);
+  });
+}
+
+// y = act(x + bias[i % cols]): consecutive threads read consecutive x and bias elements.
+template <class T> TESSERA_GLOBAL void bias_activation_kernel(int64_t n, const T* x, const T* bias, int64_t cols, T* out, Activation act) {
+  using C = compute_t<T>;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    out[i] = static_cast<T>(kernels::apply_activation(act, static_cast<C>(x[i]) + static_cast<C>(bias[i % cols])));
+  }
+}
+
+void bias_activation_op(const KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  backend_common::dispatch_float(out.dtype(), "bias_activation", [&]<class T>() {
+    launch(bias_activation_kernel<T>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<const T>(c.inputs[0]),
+           ptr<const T>(c.inputs[1]), out.size(-1), ptr<T>(out), c.attrs.activation);
   });
 }
 
@@ -238,6 +258,7 @@ void register_elementwise(KernelTable& table) {
   table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;
   table[OpId::DropoutAdd] = &dropout_add_op;
   table[OpId::ActivationBackward] = &activation_backward_op;
+  table[OpId::BiasActivation] = &bias_activation_op;
 }
 
 }  // namespace TESSERA_GPU_TARGET

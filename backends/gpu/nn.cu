@@ -146,7 +146,7 @@ template <class T> TESSERA_GLOBAL void max_pool_2x2_kernel(PoolDims d, const T* 
       }
     }
     y[i] = static_cast<T>(best);
-    idx[i] = bi;
+    if (idx) idx[i] = bi;
   }
   }
 }
@@ -191,7 +191,7 @@ template <class T> struct MaxPoolF {
   void operator()(const KernelCall& c) {
     const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
     launch(pairs_fit<T>(d, c.inputs[0]) ? max_pool_2x2_kernel<T> : max_pool_kernel<T>, blocks_for(c.outputs[0].numel()), Grid{kThreads}, 0,
-           false, d, ptr<const T>(c.inputs[0]), ptr<T>(c.outputs[0]), ptr<int64_t>(c.outputs[1]));
+           false, d, ptr<const T>(c.inputs[0]), ptr<T>(c.outputs[0]), c.outputs[1].defined() ? ptr<int64_t>(c.outputs[1]) : nullptr);
   }
 };
 template <class T> struct MaxPoolB {

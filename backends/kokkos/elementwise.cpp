@@ -139,11 +139,30 @@ template <class T> void activation_backward_impl(const KernelCall& c) {
   using C = compute_t<T>;
   const T* g = ptr<const T>(c.inputs[0]);
   const T* saved = ptr<const T>(c.inputs[1]);
+  // bias_activation's backward: z = saved + bias along the last axis.
+  const T* bias = c.inputs.size() > 2 && c.inputs[2].defined() ? ptr<const T>(c.inputs[2]) : nullptr;
+  const int64_t cols = c.outputs[0].size(-1);
   T* o = ptr<T>(c.outputs[0]);
   const Activation act = c.attrs.activation;
   for_n("activation_backward", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
-    o[i] = static_cast<T>(kernels::activation_grad(act, static_cast<C>(g[i]), static_cast<C>(saved[i])));
+    const C z = bias ? static_cast<C>(saved[i]) + static_cast<C>(bias[i % cols]) : static_cast<C>(saved[i]);
+    o[i] = static_cast<T>(kernels::activation_grad(act, static_cast<C>(g[i]), z));
   });
+}
+
+template <class T> void bias_activation_impl(const KernelCall& c) {
+  using C = compute_t<T>;
+  const T* x = ptr<const T>(c.inputs[0]);
+  const T* bias = ptr<const T>(c.inputs[1]);
+  const int64_t cols = c.outputs[0].size(-1);
+  T* o = ptr<T>(c.outputs[0]);
+  const Activation act = c.attrs.activation;
+  for_n("bias_activation", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
+    o[i] = static_cast<T>(kernels::apply_activation(act, static_cast<C>(x[i]) + static_cast<C>(bias[i % cols])));
+  });
+}
+void bias_activation_op(const KernelCall& c) {
+  backend_common::dispatch_float(c.outputs[0].dtype(), "bias_activation", [&]<class T>() { bias_activation_impl<T>(c); });
 }
 void activation_backward_op(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "activation_backward", [&]<class T>() { activation_backward_impl<T>(c); });
@@ -236,6 +255,7 @@ void register_elementwise(KernelTable& table) {
   table[OpId::RandUniform] = &random_op<RandomKind::uniform>;
   table[OpId::DropoutAdd] = &dropout_add_op;
   table[OpId::ActivationBackward] = &activation_backward_op;
+  table[OpId::BiasActivation] = &bias_activation_op;
   table[OpId::RandNormal] = &random_op<RandomKind::normal>;
   table[OpId::RandInt] = &random_op<RandomKind::integer>;
   table[OpId::Bernoulli] = &random_op<RandomKind::bernoulli>;

@@ -20,7 +20,7 @@ template <class T> void max_pool_impl(const KernelCall& c) {
   const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
   const T* x = ptr<const T>(c.inputs[0]);
   T* y = ptr<T>(c.outputs[0]);
-  int64_t* idx = ptr<int64_t>(c.outputs[1]);
+  int64_t* idx = c.outputs[1].defined() ? ptr<int64_t>(c.outputs[1]) : nullptr;  // null: no gradient needs them
   for_n("max_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { max_pool_at<acc_t<T>>(d, x, i, y, idx); });
 }
 void max_pool(const KernelCall& c) {

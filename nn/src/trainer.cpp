@@ -1,5 +1,7 @@
 #include "tessera/nn/trainer.h"
 
+#include "tessera/nn/ddp.h"
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -118,7 +120,7 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
   precision_ = o.precision;
   scaler_ = o.scaler;
   std::unique_ptr<StepGraph> graph;
-  if (o.graph && o.grad_accumulation == 1 && !scaler_ && !model_.parameters().empty() &&
+  if (o.graph && o.grad_accumulation == 1 && !scaler_ && !o.ddp && !model_.parameters().empty() &&
       DeviceGraph::supported(model_.parameters().front().device())) {
     graph = std::make_unique<StepGraph>(model_.parameters(), [this](const Batch& batch) { return forward_backward(batch, 1); });
   }
@@ -145,13 +147,22 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     auto step_start = Clock::now();
     while (train.next(b)) {
       if (batches % o.grad_accumulation == 0) step_start = Clock::now();
-      const Tensor loss = graph ? graph->step(b, optimizer_.steps()) : forward_backward(b, o.grad_accumulation);
+      // Under DDP only the window's last backward reduces gradients; the others accumulate.
+      const bool closes_window = (batches + 1) % o.grad_accumulation == 0 || batches + 1 == train.batches();
+      Tensor loss;
+      if (o.ddp && !closes_window) {
+        const auto local = o.ddp->no_sync();
+        loss = forward_backward(b, o.grad_accumulation);
+      } else {
+        loss = graph ? graph->step(b, optimizer_.steps()) : forward_backward(b, o.grad_accumulation);
+      }
       const double l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
       ++batches;
       samples += b.y.numel();
       // With a GradScaler a non-finite loss is its business (it skips the step and backs off).
       if (!std::isfinite(l) && !scaler_) {
-        if (o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss", l, epoch, batches, o);
+        // Under DDP every rank must take the same decision: it is made at the step, together.
+        if (o.on_nonfinite == OnNonFinite::stop && !o.ddp) throw_nonfinite("loss", l, epoch, batches, o);
         poisoned = true;
       } else if (std::isfinite(l)) {
         loss_sum += l;
@@ -159,6 +170,12 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
       }
       const bool last = batches == train.batches();
       if (batches % o.grad_accumulation == 0 || last) {
+        if (o.ddp) {
+          o.ddp->finish_gradient_sync();
+          const bool any_poisoned = o.ddp->any_rank(poisoned);
+          if (any_poisoned && o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss (on some rank)", NAN, epoch, batches, o);
+          poisoned = any_poisoned;
+        }
         if (scaler_) scaler_->unscale_(optimizer_);  // clipping sees the true gradients
         // A finite loss can still back-propagate to an Inf gradient (an overflow in backward).
         if (!scaler_ && !poisoned && !grads_finite()) {
@@ -190,7 +207,8 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     st.step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0;
     st.graph_replays = graph ? graph->take_replays() : 0;
     if (test) st.test = evaluate(*test);
-    if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, epoch + 1, o.config);
+    if (!o.checkpoint.empty() && (!o.ddp || o.ddp->rank() == 0)) save_checkpoint(o.checkpoint, epoch + 1, o.config);
+    if (o.ddp) o.ddp->barrier();  // no rank reads a checkpoint rank 0 is still writing
     if (o.on_epoch_end) o.on_epoch_end(st);
     history.push_back(st);
   }

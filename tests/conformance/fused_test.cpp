@@ -1,6 +1,6 @@
 // Fused training kernels against their unfused compositions (set_fused_kernels(false)): the
-// softmax + cross-entropy backward and dropout + residual add, every float dtype, forward and
-// gradients, with label smoothing, ignored targets and a residual or none.
+// softmax + cross-entropy backward, dropout + residual add and bias + activation, every float
+// dtype, forward and gradients, with label smoothing, ignored targets and a residual or none.
 #include "support/checks.h"
 #include "tessera/nn/optim.h"
 
@@ -174,4 +174,44 @@ TEST_CASE("one-kernel activation backward matches the composed derivative for ev
       TESSERA_CHECK_CLOSE(gf, to_ref(gu), tol);
     }
   }
+}
+
+TEST_CASE("bias_activation matches the activation of x + bias, forward and backward, every activation") {
+  uint64_t seed = 80;
+  for (DType dt : kFloatTypes) {
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::gelu_tanh, Activation::silu,
+                           Activation::sigmoid, Activation::tanh}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(static_cast<int>(act));
+      // 3-D input (the bias runs along the last axis), 37 columns so rows straddle every block.
+      const Tensor x0 = make_input({3, 11, 37}, dt, ++seed, -4, 4), b0 = make_input({37}, dt, ++seed), w0 = make_input({3, 11, 37}, dt, ++seed);
+      auto run = [&](bool fused, DType compute) {
+        const FusedScope scope(fused);
+        Tensor x = x0.to(compute).detach().set_requires_grad(), b = b0.to(compute).detach().set_requires_grad();
+        const Tensor y = bias_activation(x, b, act);
+        sum(mul(y, w0.to(compute))).backward();
+        return std::tuple{y, x.grad(), b.grad()};
+      };
+      // The reference is the composition in f64 for the half types (it would round x + b first).
+      const DType ref_dt = dt == DType::f16 || dt == DType::bf16 ? DType::f64 : dt;
+      const auto [yf, gxf, gbf] = run(true, dt);
+      const auto [yu, gxu, gbu] = run(false, ref_dt);
+      CHECK(yf.dtype() == dt);
+      // In f16/bf16 the gradient kernel rounds each dz to the dtype (relu/sigmoid/tanh take act'
+      // from the rounded output: 1 - y^2 near y = 1 keeps few bits), and the bias gradient sums
+      // 33 such rounded rows: absolute bounds of a few units of the dtype's epsilon.
+      const bool half = dt == DType::f16 || dt == DType::bf16;
+      Tolerance gx_tol = fused_tol(dt), gb_tol = fused_tol(dt);
+      if (dt == DType::f32) gb_tol.atol = std::max(gb_tol.atol, 2e-5);
+      if (half) gx_tol.atol = dt == DType::f16 ? 1e-3 : 8e-3, gb_tol.atol = dt == DType::f16 ? 6e-3 : 5e-2;
+      TESSERA_CHECK_CLOSE(yf, round_to(to_ref(yu), dt), fused_tol(dt));
+      TESSERA_CHECK_CLOSE(gxf, round_to(to_ref(gxu), dt), gx_tol);
+      TESSERA_CHECK_CLOSE(gbf, round_to(to_ref(gbu), dt), gb_tol);
+    }
+  }
+  // Bad input names the op and the shapes.
+  const Tensor x = make_input({4, 5}, DType::f32, 90);
+  TESSERA_CHECK_THROWS_WITH(bias_activation(x, make_input({4}, DType::f32, 91), Activation::gelu),
+                            "bias_activation: bias [4] does not match input [4, 5]");
+  TESSERA_CHECK_THROWS_WITH(bias_activation(x, make_input({5}, DType::f64, 92), Activation::gelu), "bias_activation: dtypes differ");
 }

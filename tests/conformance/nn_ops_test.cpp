@@ -47,6 +47,47 @@ TEST_CASE("conv2d matches the reference over stride, padding, dilation and group
   TESSERA_CHECK_THROWS_WITH(conv2d(zeros({1, 3, 2, 2}), zeros({2, 3, 3, 3})), "conv2d: input [1, 3, 2, 2] is smaller than the kernel");
 }
 
+TEST_CASE("f32 3x3 stride-1 convolutions (Winograd on the cpu) match f64, forward and gradients") {
+  // At least 8 channels each side (the CPU's Winograd F(2x2, 3x3) threshold), odd output sizes
+  // (partial 2x2 tiles), padding 0, 1 and 2, and more tiles than one block holds (280 tiles).
+  struct Case {
+    Shape x;
+    int64_t o;
+    Size2 padding;
+    bool bias;
+  };
+  const Case cases[] = {{{5, 8, 15, 13}, 9, {1, 1}, true}, {{2, 12, 9, 10}, 8, {0, 0}, false}, {{1, 8, 5, 6}, 16, {2, 1}, true}};
+  uint64_t seed = 90;
+  for (const Case& c : cases) {
+    CAPTURE(shape_str(c.x));
+    const Tensor x0 = make_input(c.x, DType::f32, ++seed, -1, 1), w0 = make_input({c.o, c.x[1], 3, 3}, DType::f32, ++seed, -1, 1);
+    const Tensor b0 = c.bias ? make_input({c.o}, DType::f32, ++seed) : Tensor();
+    const int64_t ho = c.x[2] + 2 * c.padding[0] - 2, wo = c.x[3] + 2 * c.padding[1] - 2;
+    const Tensor gy0 = make_input({c.x[0], c.o, ho, wo}, DType::f32, ++seed, -1, 1);
+    auto run = [&](DType compute) {
+      Tensor x = x0.to(compute).detach().set_requires_grad(), w = w0.to(compute).detach().set_requires_grad();
+      const Tensor y = conv2d(x, w, c.bias ? b0.to(compute) : Tensor(), {1, 1}, c.padding);
+      sum(mul(y, gy0.to(compute))).backward();
+      return std::tuple{y, x.grad(), w.grad()};
+    };
+    const auto [y, gx, gw] = run(DType::f32);
+    const auto [y64, gx64, gw64] = run(DType::f64);
+    TESSERA_CHECK_CLOSE(y, round_to(to_ref(y64), DType::f32), acc_tol(DType::f32, c.x[1] * 9));
+    TESSERA_CHECK_CLOSE(gx, round_to(to_ref(gx64), DType::f32), acc_tol(DType::f32, c.o * 9));
+    TESSERA_CHECK_CLOSE(gw, round_to(to_ref(gw64), DType::f32), acc_tol(DType::f32, c.x[0] * ho * wo));
+    // Every gradient is bitwise the same for any thread count (the weight gradient sums tiles).
+    const int saved = num_threads();
+    for (int threads : {1, 3}) {
+      set_num_threads(threads);
+      const auto [yt, gxt, gwt] = run(DType::f32);
+      CHECK(yt.to_vector<float>() == y.to_vector<float>());
+      CHECK(gxt.to_vector<float>() == gx.to_vector<float>());
+      CHECK(gwt.to_vector<float>() == gw.to_vector<float>());
+    }
+    set_num_threads(saved);
+  }
+}
+
 TEST_CASE("f16 and bf16 conv2d gradients match the f64 gradients of the same inputs") {
   uint64_t seed = 70;
   for (DType dt : {DType::f16, DType::bf16}) {
@@ -86,14 +127,18 @@ TEST_CASE("pooling matches the reference") {
   const auto [ys, is] = max_pool2d_with_indices(special, {2, 2});
   CHECK(is.to_vector<int64_t>() == std::vector<int64_t>{4, 2, 8, 10});  // NaN wins; first of equal maxima
   CHECK(std::isnan(ys.to_vector<float>()[0]));
-  {
-    // Rows wide enough for the vectorised 2x2 path (40 windows): NaN in each tap position and
-    // ties between taps, against the scan-order rules computed here.
-    const int64_t wo = 40, w = 2 * wo;
+  for (const int64_t wo : {40, 14, 5}) {
+    // Rows wide enough for the vectorised 2x2 path (40 windows: whole blocks of 8; 14: the last
+    // block overlaps; 5: too short for a block): NaN in each tap position and ties between taps,
+    // against the scan-order rules computed here.
+    CAPTURE(wo);
+    const int64_t w = 2 * wo;
     std::vector<float> v(static_cast<size_t>(2 * w));
     for (int64_t j = 0; j < w; ++j) v[j] = static_cast<float>((j * 7) % 5), v[w + j] = static_cast<float>((j * 3) % 5);
-    for (int64_t t = 0; t < 4; ++t) v[static_cast<size_t>((t / 2) * w + 2 * (5 + 9 * t) + t % 2)] = NAN;
+    for (int64_t t = 0; t < 4; ++t) v[static_cast<size_t>((t / 2) * w + 2 * ((5 + 9 * t) % wo) + t % 2)] = NAN;
     const auto [yw, iw] = max_pool2d_with_indices(from_vector(v, {1, 1, 2, w}).to(device()), {2, 2});
+    // Without a gradient to feed, max_pool2d skips the indices: the same values.
+    const std::vector<float> plain = max_pool2d(from_vector(v, {1, 1, 2, w}).to(device()), {2, 2}).to_vector<float>();
     const std::vector<float> got = yw.to_vector<float>();
     const std::vector<int64_t> got_i = iw.to_vector<int64_t>();
     for (int64_t o = 0; o < wo; ++o) {
@@ -105,6 +150,7 @@ TEST_CASE("pooling matches the reference") {
       CAPTURE(o);
       CHECK(got_i[o] == want);
       CHECK((std::isnan(got[o]) ? std::isnan(v[want]) : got[o] == v[want]));
+      CHECK((std::isnan(plain[o]) ? std::isnan(v[want]) : plain[o] == v[want]));
     }
   }
   // The 2x2 backward writes every input element once (no scatter): odd heights and widths leave

@@ -25,7 +25,8 @@ Tensor expand_to(const Tensor& x, const Shape& shape);
 
 /** g * act'(z) in one kernel (OpId::ActivationBackward), from `saved`: the output y = act(z) for
  *  relu/sigmoid/tanh, the pre-activation z for gelu/gelu_tanh/silu (kernels::grad_from_output).
- *  g is cast to saved's dtype; the result has saved's shape. */
-Tensor activation_backward(const Tensor& g, const Tensor& saved, Activation act);
+ *  g is cast to saved's dtype; the result has saved's shape. With `bias` ([n], saved's last
+ *  axis), the kernel reads saved + bias as z (bias_activation's backward). */
+Tensor activation_backward(const Tensor& g, const Tensor& saved, Activation act, const Tensor& bias = Tensor());
 
 }  // namespace tessera::detail

@@ -11,6 +11,9 @@
 #include "tessera/ops/creation.h"
 
 namespace tessera {
+namespace {
+Tensor apply_activation(const Tensor& z, Activation activation);
+}  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = autocast(a_in, CastPolicy::lower), b = autocast(b_in, CastPolicy::lower);
@@ -104,16 +107,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     }
     if (activation != Activation::none) {
       // Training path: the activation is recorded as its own op so its derivative is known.
-      const Tensor z = linear(x, weight, bias, Activation::none);
-      switch (activation) {
-        case Activation::relu: return relu(z);
-        case Activation::gelu: return gelu(z, false);
-        case Activation::gelu_tanh: return gelu(z, true);
-        case Activation::silu: return silu(z);
-        case Activation::sigmoid: return sigmoid(z);
-        case Activation::tanh: return tanh(z);
-        case Activation::none: break;
-      }
+      return apply_activation(linear(x, weight, bias, Activation::none), activation);
     }
     Tensor out;
     {
@@ -140,12 +134,60 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return out.view(out_shape);
 }
 
+namespace {
+Tensor apply_activation(const Tensor& z, Activation activation) {
+  switch (activation) {
+    case Activation::relu: return relu(z);
+    case Activation::gelu: return gelu(z, false);
+    case Activation::gelu_tanh: return gelu(z, true);
+    case Activation::silu: return silu(z);
+    case Activation::sigmoid: return sigmoid(z);
+    case Activation::tanh: return tanh(z);
+    case Activation::none: break;
+  }
+  return z;
+}
+}  // namespace
+
+Tensor bias_activation(const Tensor& x_in, const Tensor& bias_in, Activation activation) {
+  const Tensor x = autocast(x_in, CastPolicy::lower), bias = autocast(bias_in, CastPolicy::lower);
+  detail::check_defined(x, "bias_activation", "input");
+  detail::check_defined(bias, "bias_activation", "bias");
+  const Device device = detail::common_device({&x, &bias}, "bias_activation");
+  TESSERA_CHECK(is_floating(x.dtype()), "bias_activation", "expected a floating dtype, got ", x.dtype());
+  TESSERA_CHECK(x.dim() >= 1, "bias_activation", "input must have at least one axis");
+  TESSERA_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), "bias_activation", "bias ", shape_str(bias.shape()),
+                " does not match input ", shape_str(x.shape()), " (expected [", x.size(-1), "])");
+  TESSERA_CHECK(bias.dtype() == x.dtype(), "bias_activation", "dtypes differ: input ", x.dtype(), ", bias ", bias.dtype());
+  if (!fused_kernels()) return apply_activation(add(x, bias), activation);
+  const int64_t n = x.size(-1);
+  Tensor out = empty(x.shape(), x.dtype(), device);
+  {
+    NoGradGuard no_grad;
+    OpAttrs attrs;
+    attrs.activation = activation;
+    const Tensor in[2] = {x.detach().contiguous(), bias.detach().contiguous()};
+    if (out.numel() > 0) detail::run_kernel(OpId::BiasActivation, device, in, std::span<Tensor>(&out, 1), attrs);
+  }
+  if (autograd::needs_grad({&x, &bias})) {
+    // act' from the output where it suffices; else from x with the bias added in the kernel.
+    const bool from_output = kernels::grad_from_output(activation);
+    autograd::record("bias_activation", {x, bias}, out,
+                     [s = autograd::saved(from_output ? out : x), b = from_output ? Tensor() : autograd::saved(bias), activation,
+                      n](const Tensor& g) {
+                       const Tensor dz = detail::activation_backward(g, s, activation, b);
+                       return std::vector<Tensor>{dz, sum(dz.reshape({-1, n}), {0})};
+                     });
+  }
+  return out;
+}
+
 namespace detail {
-Tensor activation_backward(const Tensor& g, const Tensor& saved, Activation act) {
+Tensor activation_backward(const Tensor& g, const Tensor& saved, Activation act, const Tensor& bias) {
   Tensor dz = empty(saved.shape(), saved.dtype(), saved.device());
   OpAttrs attrs;
   attrs.activation = act;
-  const Tensor in[2] = {g.to(saved.dtype()).contiguous(), saved.contiguous()};
+  const Tensor in[3] = {g.to(saved.dtype()).contiguous(), saved.contiguous(), bias.defined() ? bias.contiguous() : Tensor()};
   if (dz.numel() > 0) run_kernel(OpId::ActivationBackward, saved.device(), in, std::span<Tensor>(&dz, 1), attrs);
   return dz;
 }

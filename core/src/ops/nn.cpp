@@ -124,11 +124,15 @@ Shape pool_shape(const Tensor& x, const OpAttrs& a, const char* op) {
 }
 }  // namespace
 
-std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding,
-                                                  Size2 dilation) {
+namespace {
+// want_indices: the caller returns them; the backward needs them too. Without either the
+// kernel skips them (8 bytes per output, more than the output itself for f32).
+std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding, Size2 dilation,
+                                          bool want_indices) {
   const OpAttrs a = pool_attrs(x, kernel, stride, padding, dilation, "max_pool2d");
   const Shape shape = pool_shape(x, a, "max_pool2d");
-  Tensor outs[2] = {empty(shape, x.dtype(), x.device()), empty(shape, DType::i64, x.device())};
+  const bool indices = want_indices || autograd::needs_grad({&x});
+  Tensor outs[2] = {empty(shape, x.dtype(), x.device()), indices ? empty(shape, DType::i64, x.device()) : Tensor()};
   const Tensor in = x.detach().contiguous();
   if (outs[0].numel() > 0) run_kernel(OpId::MaxPool2d, x.device(), std::span<const Tensor>(&in, 1), outs, a);
   if (autograd::needs_grad({&x})) {
@@ -141,9 +145,15 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel,
   }
   return {outs[0], outs[1]};
 }
+}  // namespace
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding,
+                                                  Size2 dilation) {
+  return max_pool2d_impl(x, kernel, stride, padding, dilation, true);
+}
 
 Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding, Size2 dilation) {
-  return max_pool2d_with_indices(x, kernel, stride, padding, dilation).first;
+  return max_pool2d_impl(x, kernel, stride, padding, dilation, false).first;
 }
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding, bool count_include_pad) {

@@ -17,5 +17,13 @@ Tensor matmul(const Tensor& a, const Tensor& b);
  */
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               Activation activation = Activation::none);
+/**
+ * y = activation(x + bias), the bias broadcast along the last axis: the epilogue of a linear
+ * layer as one pass over memory (one kernel, forward and backward, with fused_kernels()).
+ * The backward needs no stored pre-activation: relu/sigmoid/tanh take act' from y, gelu,
+ * gelu_tanh and silu recompute x + bias inside the gradient kernel's input. x: [..., n]
+ * floating, bias: [n] of x's dtype and device.
+ */
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation activation);
 
 }  // namespace tessera

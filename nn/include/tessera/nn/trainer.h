@@ -15,6 +15,8 @@
 
 namespace tessera::nn {
 
+class DistributedDataParallel;
+
 struct EvalStats {
   double loss = 0;
   double accuracy = 0;
@@ -58,6 +60,11 @@ struct TrainOptions {
   /** resume: this learning rate replaces the checkpoint's (without a scheduler; a scheduler
    *  applies its schedule to the learning rate the optimizer was built with). */
   std::optional<double> resume_lr;
+  /** Data-parallel training: gradients are synchronised through this wrapper of the model
+   *  (no_sync for all but the last batch of an accumulation window), non-finite decisions are
+   *  agreed across ranks, and only rank 0 writes the checkpoint. Each rank's loader must yield
+   *  the same number of batches (its own shard of the data). */
+  DistributedDataParallel* ddp = nullptr;
   std::function<void(const EpochStats&)> on_epoch_end;
   std::function<void(int64_t step, double loss)> on_step_end;
 };

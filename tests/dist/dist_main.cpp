@@ -1,0 +1,322 @@
+// Data-parallel checks, run by CTest under `mpirun -np 2` and `-np 3` (label "dist"):
+//   dist_test collectives|ddp|zero <device>   every rank checks, prints failures, exits non-zero on any
+//   dist_test zero-save|zero-load <device> <path>   ZeRO-1 state across world sizes (zero_resume.sh)
+//   dist_test hang|die                   the watchdog cases (tests/dist/watchdog.sh)
+// A plain program, not doctest: doctest's discovery would run it without mpirun at build time.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "tessera/dist.h"
+#include "tessera/nn/ddp.h"
+#include "tessera/nn/layers.h"
+#include "tessera/nn/optim.h"
+#include "tessera/nn/serialize.h"
+#include "tessera/nn/zero.h"
+#include "tessera/tessera.h"
+
+using namespace tessera;
+
+namespace {
+int g_failures = 0;
+int g_rank = 0;
+void expect(bool ok, const std::string& what) {
+  if (ok) return;
+  ++g_failures;
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
+}
+double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(sub(a.to(kCPU, DType::f64), b.to(kCPU, DType::f64)))).item<double>(); }
+
+// A tensor whose values depend on the rank: base[i] * (rank + 1) + i.
+Tensor rank_tensor(const Shape& shape, int rank, DType dt, Device dev) {
+  const int64_t n = numel(shape);
+  return add(mul(arange(0.0, static_cast<double>(n), 1.0, DType::f64, kCPU), 0.5 + rank), rank).reshape(shape).to(dev, dt);
+}
+
+void check_collectives(dist::ProcessGroup& pg, Device dev) {
+  const int r = pg.rank(), w = pg.world_size();
+  const double wd = w;
+  // sum over ranks of (i * (0.5 + rank) + rank) = i * (w^2 / 2) + w (w - 1) / 2
+  const Tensor idx = arange(0.0, 12.0, 1.0, DType::f64, kCPU).reshape({3, 4});
+  const Tensor want_sum = add(mul(idx, wd * wd / 2.0), wd * (wd - 1) / 2.0);
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    Tensor t = rank_tensor({3, 4}, r, dt, dev);
+    pg.all_reduce(t, dist::ReduceOp::sum)->wait();
+    const double tol = dt == DType::bf16 ? 0.5 : dt == DType::f16 ? 0.05 : 1e-9;
+    expect(t.dtype() == dt && t.device() == dev, "all_reduce keeps dtype and device");
+    expect(max_abs_diff(t, want_sum) <= tol, std::string("all_reduce sum ") + dtype_name(dt));
+  }
+  Tensor mean_t = rank_tensor({3, 4}, r, DType::f32, dev);
+  pg.all_reduce(mean_t, dist::ReduceOp::mean)->wait();
+  expect(max_abs_diff(mean_t, div(want_sum, wd)) <= 1e-5, "all_reduce mean");
+  Tensor max_t = rank_tensor({3, 4}, r, DType::f32, dev);
+  pg.all_reduce(max_t, dist::ReduceOp::max)->wait();
+  expect(max_abs_diff(max_t, rank_tensor({3, 4}, w - 1, DType::f32, kCPU)) == 0, "all_reduce max");
+  // A transposed (non-contiguous) view is reduced in place through a staging copy.
+  Tensor base = rank_tensor({4, 3}, r, DType::f32, dev);
+  Tensor view = base.transpose(0, 1);
+  pg.all_reduce(view, dist::ReduceOp::sum)->wait();
+  expect(max_abs_diff(base.transpose(0, 1), add(mul(arange(0.0, 12.0, 1.0, DType::f64, kCPU).reshape({4, 3}).transpose(0, 1), wd * wd / 2.0),
+                                                wd * (wd - 1) / 2.0)) <= 1e-4,
+         "all_reduce of a transposed view");
+  const int root = w - 1;
+  Tensor b = rank_tensor({5}, r, DType::i64, dev);
+  pg.broadcast(b, root)->wait();
+  expect(max_abs_diff(b, rank_tensor({5}, root, DType::i64, kCPU)) == 0, "broadcast from the last rank");
+  const Tensor in = full({2}, static_cast<double>(r), DType::f32, dev);
+  Tensor gathered = empty({2 * w}, DType::f32, dev);
+  pg.all_gather(gathered, in)->wait();
+  const std::vector<float> g = gathered.to(kCPU).to_vector<float>();
+  for (int k = 0; k < 2 * w; ++k) expect(g[static_cast<size_t>(k)] == static_cast<float>(k / 2), "all_gather is rank-major");
+  const Tensor scatter_in = add(arange(0.0, 2.0 * w, 1.0, DType::f32, dev), r);
+  Tensor scattered = empty({2}, DType::f32, dev);
+  pg.reduce_scatter(scattered, scatter_in, dist::ReduceOp::sum)->wait();
+  const std::vector<float> s = scattered.to(kCPU).to_vector<float>();
+  for (int k = 0; k < 2; ++k) {
+    expect(s[static_cast<size_t>(k)] == static_cast<float>(w * (2 * r + k) + w * (w - 1) / 2), "reduce_scatter slices");
+  }
+  pg.barrier();
+  bool threw = false;
+  try {
+    Tensor bad = empty({3}, DType::f32, dev);
+    pg.reduce_scatter(bad, empty({3 * w + 1}, DType::f32, dev));
+  } catch (const Error& e) {
+    threw = std::string(e.what()).find("reduce_scatter") != std::string::npos;
+  }
+  expect(threw, "a bad reduce_scatter shape throws naming the op");
+}
+
+std::shared_ptr<nn::Sequential> make_model(uint64_t seed, Device dev) {
+  manual_seed(seed);
+  auto m = std::make_shared<nn::Sequential>();
+  m->add(std::make_shared<nn::Linear>(8, 16)).add(std::make_shared<nn::ReLU>()).add(std::make_shared<nn::Linear>(16, 3));
+  m->to(dev);
+  return m;
+}
+
+// DDP on uneven shards (global batch 11) with a loss scaled by local / global batch and a sum
+// reduction equals one process training on the whole batch; gradient accumulation under
+// no_sync gives the same step; every rank ends bitwise equal.
+void check_ddp(dist::ProcessGroup& pg, Device dev) {
+  const int r = pg.rank(), w = pg.world_size();
+  const int64_t global = 11, steps = 5;
+  manual_seed(1234);
+  const Tensor x_all = randn({steps, global, 8}, DType::f32, kCPU);
+  const Tensor y_all = randint(0, 3, {steps, global}, DType::i64, kCPU);
+  const int64_t begin = global * r / w, end = global * (r + 1) / w;
+  nn::OptimOptions opt;
+  opt.lr = 0.1;
+  // The single-process reference, rank 0's initialisation.
+  auto ref = make_model(7, dev);
+  nn::SGD ref_opt(ref->parameters(), opt);
+  for (int64_t s = 0; s < steps; ++s) {
+    ref->zero_grad();
+    cross_entropy(ref->forward(x_all.select(0, s).to(dev)), y_all.select(0, s).to(dev)).backward();
+    ref_opt.step();
+  }
+  // Each rank initialises differently; the constructor's broadcast makes them rank 0's model.
+  auto model = make_model(7 + static_cast<uint64_t>(r), dev);
+  nn::DdpOptions ddp_opt;
+  ddp_opt.bucket_bytes = 256;  // several buckets
+  ddp_opt.reduce = dist::ReduceOp::sum;
+  nn::DistributedDataParallel ddp(model, pg, ddp_opt);
+  expect(ddp.bucket_count() > 1, "small buckets give several");
+  nn::SGD sgd(model->parameters(), opt);
+  for (int64_t s = 0; s < steps; ++s) {
+    model->zero_grad();
+    const Tensor x = x_all.select(0, s).narrow(0, begin, end - begin).to(dev);
+    const Tensor y = y_all.select(0, s).narrow(0, begin, end - begin).to(dev);
+    const auto loss = [&](int64_t from, int64_t len) {
+      return div(cross_entropy(ddp(x.narrow(0, from, len)), y.narrow(0, from, len), Reduction::sum), static_cast<double>(global));
+    };
+    if (s % 2 == 1 && end - begin >= 2) {  // two micro-batches: accumulate, then reduce once
+      {
+        auto guard = ddp.no_sync();
+        loss(0, 1).backward();
+      }
+      loss(1, end - begin - 1).backward();
+    } else {
+      loss(0, end - begin).backward();
+    }
+    ddp.finish_gradient_sync();
+    sgd.step();
+  }
+  const auto got = model->parameters(), want = ref->parameters();
+  for (size_t k = 0; k < got.size(); ++k) {
+    expect(max_abs_diff(got[k], want[k]) <= 2e-5, "DDP parameters equal single-process training (parameter " + std::to_string(k) + ")");
+    Tensor hi = got[k].detach().clone(), lo = got[k].detach().clone();
+    pg.all_reduce(hi, dist::ReduceOp::max)->wait();
+    pg.all_reduce(lo, dist::ReduceOp::min)->wait();
+    expect(max_abs_diff(hi, lo) == 0, "every rank holds identical parameters (parameter " + std::to_string(k) + ")");
+  }
+  // The sampler: shards are disjoint, cover the epoch, and change with the epoch.
+  nn::DistributedSampler sampler(10, r, w, true, 5);
+  const std::vector<int64_t> mine = sampler.indices();
+  expect(static_cast<int64_t>(mine.size()) == sampler.num_samples(), "sampler shard size");
+  Tensor counts = zeros({10}, DType::f64, kCPU);
+  for (int64_t i : mine) counts.narrow(0, i, 1).copy_(add(counts.narrow(0, i, 1), 1.0));
+  pg.all_reduce(counts, dist::ReduceOp::sum)->wait();
+  expect(amin(counts).item<double>() >= 1, "the shards cover every sample");
+  sampler.set_epoch(1);
+  expect(sampler.indices() != mine || w == 10, "another epoch, another order");
+}
+// ZeRO-1 against DDP: Adam over sharded state equals Adam under DDP (both with summed gradients
+// of losses scaled by local / global batch). The gathered state_dict is the same on every rank,
+// and resuming from it continues bit for bit. zero-save / zero-load: the gathered state written
+// under one world size and loaded under another continues like the uninterrupted
+// single-process run (tests/dist/zero_resume.sh runs them at 3 and then 2 ranks).
+struct ZeroRun {
+  dist::ProcessGroup& pg;
+  Device dev;
+  Tensor x_all, y_all;
+  int64_t global = 11;
+  explicit ZeroRun(dist::ProcessGroup& g, Device d) : pg(g), dev(d) {
+    manual_seed(99);
+    x_all = randn({8, global, 8}, DType::f32, kCPU);
+    y_all = randint(0, 3, {8, global}, DType::i64, kCPU);
+  }
+  Tensor local_loss(nn::Module& m, int64_t step) const {
+    const int r = pg.rank(), w = pg.world_size();
+    const int64_t begin = global * r / w, end = global * (r + 1) / w;
+    const Tensor x = x_all.select(0, step).narrow(0, begin, end - begin).to(dev);
+    const Tensor y = y_all.select(0, step).narrow(0, begin, end - begin).to(dev);
+    return div(cross_entropy(m.forward(x), y, Reduction::sum), static_cast<double>(global));
+  }
+  Tensor full_loss(nn::Module& m, int64_t step) const {
+    return cross_entropy(m.forward(x_all.select(0, step).to(dev)), y_all.select(0, step).to(dev));
+  }
+};
+nn::ZeroRedundancyOptimizer::Factory adam_factory() {
+  return [](std::vector<nn::ParamGroup> g) { return std::make_unique<nn::Adam>(std::move(g)); };
+}
+nn::OptimOptions adam_options() {
+  nn::OptimOptions o;
+  o.lr = 0.05;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+void check_zero(dist::ProcessGroup& pg, Device dev) {
+  ZeroRun run(pg, dev);
+  const int64_t steps = 6;
+  auto ddp_model = make_model(3, dev);
+  nn::DdpOptions o;
+  o.reduce = dist::ReduceOp::sum;
+  nn::DistributedDataParallel ddp(ddp_model, pg, o);
+  nn::Adam ddp_opt(ddp_model->parameters(), adam_options());
+  auto zero_model = make_model(3 + static_cast<uint64_t>(pg.rank()), dev);  // the constructor broadcasts rank 0's
+  nn::ZeroRedundancyOptimizer zero(zero_model->parameters(), adam_options(), adam_factory(), pg, dist::ReduceOp::sum);
+  nn::StateDict saved_state, saved_params;
+  for (int64_t s = 0; s < steps; ++s) {
+    ddp_model->zero_grad();
+    run.local_loss(*ddp_model, s).backward();
+    ddp.finish_gradient_sync();
+    ddp_opt.step();
+    zero.zero_grad();
+    run.local_loss(*zero_model, s).backward();
+    zero.step();
+    if (s == 2) {
+      saved_state = zero.state_dict();
+      for (const auto& [k, t] : zero_model->state_dict()) saved_params[k] = t.detach().clone();  // state_dict() aliases the weights
+    }
+  }
+  const auto a = ddp_model->parameters(), b = zero_model->parameters();
+  for (size_t k = 0; k < a.size(); ++k) {
+    expect(max_abs_diff(a[k], b[k]) <= 1e-5, "ZeRO-1 equals DDP (parameter " + std::to_string(k) + ")");
+    Tensor hi = b[k].detach().clone(), lo = b[k].detach().clone();
+    pg.all_reduce(hi, dist::ReduceOp::max)->wait();
+    pg.all_reduce(lo, dist::ReduceOp::min)->wait();
+    expect(max_abs_diff(hi, lo) == 0, "ZeRO-1 ranks hold identical parameters");
+  }
+  int64_t total = 0;
+  for (const Tensor& p : b) total += p.numel();
+  expect(saved_state.count("state.0.0.exp_avg") && saved_state.at("state.0.0.exp_avg").numel() == total, "the gathered state is full-size");
+  // Resume from step 3's gathered state: steps 3-5 again give the same parameters.
+  auto resumed = make_model(3, dev);
+  resumed->load_state_dict(saved_params);
+  nn::ZeroRedundancyOptimizer zero2(resumed->parameters(), adam_options(), adam_factory(), pg, dist::ReduceOp::sum);
+  zero2.load_state_dict(saved_state);
+  for (int64_t s = 3; s < steps; ++s) {
+    zero2.zero_grad();
+    run.local_loss(*resumed, s).backward();
+    zero2.step();
+  }
+  const auto c = resumed->parameters();
+  for (size_t k = 0; k < c.size(); ++k) expect(max_abs_diff(b[k], c[k]) == 0, "resuming from the gathered state is exact");
+}
+
+// zero-save: 4 ZeRO steps, then rank 0 writes parameters and gathered state. zero-load: reads
+// them under this (other) world size, 4 more steps, compares with 8 single-process Adam steps.
+void zero_save_or_load(dist::ProcessGroup& pg, Device dev, bool save, const std::string& path) {
+  ZeroRun run(pg, dev);
+  auto model = make_model(5, dev);
+  if (!save) model->load_state_dict(nn::load_safetensors(path + ".params").tensors);
+  nn::ZeroRedundancyOptimizer zero(model->parameters(), adam_options(), adam_factory(), pg, dist::ReduceOp::sum);
+  if (!save) zero.load_state_dict(nn::load_safetensors(path + ".optim").tensors);
+  for (int64_t s = save ? 0 : 4; s < (save ? 4 : 8); ++s) {
+    zero.zero_grad();
+    run.local_loss(*model, s).backward();
+    zero.step();
+  }
+  if (save) {
+    const nn::StateDict state = zero.state_dict();  // a collective: every rank
+    if (pg.rank() == 0) nn::save_safetensors(path + ".params", model->state_dict()), nn::save_safetensors(path + ".optim", state);
+    pg.barrier();
+    return;
+  }
+  auto ref = make_model(5, dev);
+  nn::Adam opt(ref->parameters(), adam_options());
+  for (int64_t s = 0; s < 8; ++s) {
+    ref->zero_grad();
+    run.full_loss(*ref, s).backward();
+    opt.step();
+  }
+  const auto a = model->parameters(), b = ref->parameters();
+  for (size_t k = 0; k < a.size(); ++k) {
+    expect(max_abs_diff(a[k], b[k]) <= 2e-5, "ZeRO-1 resumed under another world size equals single-process Adam (parameter " +
+                                                 std::to_string(k) + ")");
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "collectives";
+  const Device dev = Device::parse(argc > 2 && std::string(argv[2]).size() > 0 ? argv[2] : "cpu");
+  auto pg = dist::init_process_group("mpi");
+  g_rank = pg->rank();
+  try {
+    if (mode == "collectives") {
+      check_collectives(*pg, dev);
+    } else if (mode == "ddp") {
+      check_ddp(*pg, dev);
+    } else if (mode == "zero") {
+      check_zero(*pg, dev);
+    } else if (mode == "zero-save" || mode == "zero-load") {
+      if (argc < 4) throw Error("dist_test zero-save|zero-load <device> <path>");
+      zero_save_or_load(*pg, dev, mode == "zero-save", argv[3]);
+    } else if (mode == "hang" || mode == "die") {
+      // Rank 1 never joins the all-reduce: it hangs (sleeps past the deadline) or dies.
+      dist::set_collective_timeout(std::chrono::milliseconds(2000));
+      if (pg->rank() == 1) {
+        if (mode == "die") std::_Exit(7);
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+        return 0;
+      }
+      Tensor t = ones({4, 4}, DType::f32, dev);
+      pg->all_reduce(t)->wait();
+      std::fprintf(stderr, "rank %d: the all-reduce returned without its peer\n", pg->rank());
+      return 1;
+    } else {
+      std::fprintf(stderr, "usage: dist_test collectives|ddp|zero|hang|die [device] | zero-save|zero-load <device> <path>\n");
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: exception: %s\n", g_rank, e.what());
+    return 1;
+  }
+  if (g_failures == 0) std::printf("rank %d of %d: %s on %s passed\n", pg->rank(), pg->world_size(), mode.c_str(), dev.str().c_str());
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The watchdog: rank 1 of 2 never joins an all-reduce (mode hang: it sleeps 60 s; mode die: it
+# exits). Rank 0's collective has a 2 s deadline; the job must end non-zero well before rank
+# 1's sleep would, with rank 0 naming its collective and shape: the watchdog's timeout report
+# (hang), or its report on the launcher's SIGTERM (die: mpirun ends the job first).
+#   watchdog.sh <mpiexec> <dist_test> hang|die
+set -uo pipefail
+mpiexec=$1 bin=$2 mode=$3
+start=$(date +%s)
+out=$(timeout 120 "$mpiexec" -n 2 "$bin" "$mode" cpu 2>&1)
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+echo "$out"
+echo "watchdog.sh: mode $mode exit $rc after ${elapsed}s"
+if [[ $rc -eq 0 ]]; then echo "FAIL: the job succeeded without its peer"; exit 1; fi
+if [[ $rc -eq 124 ]]; then echo "FAIL: the job hung (killed by timeout)"; exit 1; fi
+if (( elapsed > 45 )); then echo "FAIL: took ${elapsed}s, the deadline is 2s"; exit 1; fi
+if [[ $mode == hang ]] && ! grep -q "tessera dist watchdog: rank 0 of 2: all_reduce #1 of float32 \[4, 4\] did not complete within 2.0 s" <<<"$out"; then
+  echo "FAIL: no watchdog report"; exit 1
+fi
+# A dead peer: mpirun terminates the survivor, which says what it was waiting in.
+if [[ $mode == die ]] && ! grep -q "tessera dist watchdog: rank 0 of 2: all_reduce #1 of float32 \[4, 4\] was interrupted" <<<"$out"; then
+  echo "FAIL: the surviving rank did not report its collective"; exit 1
+fi
+echo "PASS"
