@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "commands.h"
 #include "tessera/dist.h"
@@ -43,6 +44,9 @@ void print_info() {
   for (const auto& g : groups) std::cout << " " << g;
   if (groups.empty()) std::cout << " none: " << TESSERA_MPI_MISSING_REASON;
   std::cout << "\n";
+  for (const auto& [name, reason] : {std::pair{"nccl", TESSERA_NCCL_MISSING_REASON}, std::pair{"rccl", TESSERA_RCCL_MISSING_REASON}}) {
+    if (*reason) std::cout << "  " << name << ": " << reason << "\n";
+  }
 }
 
 void run_demo(const std::string& device_name) {

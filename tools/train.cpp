@@ -50,7 +50,6 @@ namespace {
 void run_train(TrainArgs& a, const CLI::App& cmd) {
   validate_train_args(a);
   if (is_language_model(a.model)) {
-    TESSERA_CHECK(!a.distributed, "train", "--distributed supports --model mlp and cnn, not the language models (yet)");
     run_train_lm(a, [&](const std::string& flag) { return cmd.count(flag) > 0; }, pick_device(a.backend));
     return;
   }

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "tessera/dist.h"
 #include "tessera/nn/amp.h"
 #include "tessera/nn/file_io.h"
 #include "tessera/nn/lm_trainer.h"
@@ -20,7 +22,17 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
   if (!explicit_flag("--lr")) a.lr = 2e-3;  // a 0.8M-parameter model takes a higher rate than the MLP/CNN default
   if (!explicit_flag("--dim") && a.model == "lstm") a.dim = 256;
   if (!explicit_flag("--layers") && a.model == "lstm") a.layers = 2;
-  set_num_threads(a.threads);
+  std::shared_ptr<dist::ProcessGroup> group;
+  if (a.distributed) {
+    group = dist::init_process_group();
+    TESSERA_CHECK(a.batch_size % group->world_size() == 0, "train", "--batch-size ", a.batch_size, " (the global batch) must divide by the ",
+                  group->world_size(), " ranks");
+    if (device.type != DeviceType::cpu) device = Device(device.type, a.local_rank >= 0 ? a.local_rank : group->local_rank());
+    if (group->rank() != 0) a.quiet = true;  // rank 0 logs
+  }
+  const int world = group ? group->world_size() : 1;
+  // Ranks share the node's cores unless told otherwise.
+  set_num_threads(a.threads == 0 && world > 1 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world) : a.threads);
   manual_seed(static_cast<uint64_t>(a.seed));
   const nn::TextCorpus corpus = nn::load_text_corpus(a.data);
   TESSERA_CHECK(static_cast<int64_t>(corpus.val.size()) > a.context + 1, "train", "the validation split of '", a.data, "' (",
@@ -35,9 +47,12 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
   } else {
     model = std::make_shared<nn::CharLSTM>(nn::CharLSTMConfig{corpus.vocab.size(), a.dim, a.layers}, place);
   }
+  std::unique_ptr<nn::DistributedDataParallel> ddp;
+  if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
   nn::LMTrainOptions o;
+  o.ddp = ddp.get();
   o.steps = a.steps;
-  o.batch = a.batch_size;
+  o.batch = a.batch_size / world;
   o.context = a.context;
   o.grad_accumulation = a.grad_accumulation;
   o.warmup = a.warmup;
@@ -57,6 +72,7 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
                 a.model.c_str(), static_cast<long long>(model->num_parameters()), device.str().c_str(), corpus.source.c_str(),
                 static_cast<long long>(corpus.bytes), static_cast<long long>(corpus.vocab.size()), static_cast<long long>(a.steps),
                 static_cast<long long>(a.batch_size * a.grad_accumulation), static_cast<long long>(a.context), a.lr, a.weight_decay);
+    if (group) std::printf("data parallel: %d ranks over %s, batch %lld per rank\n", world, group->backend().c_str(), static_cast<long long>(o.batch));
     std::fflush(stdout);
   }
   const auto logs = nn::train_language_model(*model, corpus, o, [&](const nn::LMLog& l) {
@@ -68,6 +84,8 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
   const nn::LMLog& last = logs.back();
   double tps = 0;
   for (const auto& l : logs) tps += l.tokens_per_second / static_cast<double>(logs.size());
+  if (group && group->rank() != 0) return;  // rank 0 reports and writes the JSON
+  if (group) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", world);
   std::printf("result: %s on %s, validation loss %.4f nats/char, %.0f tokens/s, %.1f s\n", a.model.c_str(), device.str().c_str(),
               last.val_loss, tps, last.seconds);
   if (!a.json.empty()) {

@@ -1,13 +1,40 @@
-// The NCCL process group (CUDA): collectives on device memory, queued on the calling thread's
-// current stream (so they follow the kernels that produced the tensor), bootstrapped through the
-// MPI group (rank 0's ncclUniqueId is broadcast over MPI). Each rank drives one GPU, its local
-// rank modulo the node's device count. Tensors not on that GPU go through the MPI group.
+// The NCCL process group (CUDA) and, from the same source, the RCCL one (HIP: RCCL is NCCL's
+// API under rccl.h; compiled by hipcc with TESSERA_DIST_RCCL). Collectives on device memory,
+// on the group's stream after the calling thread's current stream's queued work (so they
+// follow the kernels that produced the tensor and overlap the ones queued after), bootstrapped through the MPI group (rank 0's ncclUniqueId is broadcast over MPI).
+// Each rank drives one GPU, its local rank modulo the node's device count. Tensors not on that
+// GPU go through the MPI group.
 //
-// Waiting polls a CUDA event against the collective deadline; past it the watchdog reports and
+// Waiting polls an event against the collective deadline; past it the watchdog reports and
 // ncclCommAbort()s the communicator (which releases the stuck kernel) before ending the process,
-// so a lost peer never leaves a rank spinning in an NCCL kernel forever.
+// so a lost peer never leaves a rank spinning in a collective kernel forever.
+#if defined(TESSERA_DIST_RCCL)
+#include <hip/hip_runtime.h>
+#if __has_include(<rccl/rccl.h>)
+#include <rccl/rccl.h>
+#else
+#include <rccl.h>  // older ROCm installed the header at the top level
+#endif
+#define TESSERA_XCCL_GPU hip
+#define TESSERA_XCCL_NAME "rccl"
+#define TESSERA_XCCL_DEVICE DeviceType::hip
+#define TESSERA_XCCL_FACTORY make_rccl_process_group
+#define xcclRt(name) hip##name
+using xcclStream_t = hipStream_t;
+using xcclEvent_t = hipEvent_t;
+using xcclError_t = hipError_t;
+#else
 #include <cuda_runtime.h>
 #include <nccl.h>
+#define TESSERA_XCCL_GPU cuda
+#define TESSERA_XCCL_NAME "nccl"
+#define TESSERA_XCCL_DEVICE DeviceType::cuda
+#define TESSERA_XCCL_FACTORY make_nccl_process_group
+#define xcclRt(name) cuda##name
+using xcclStream_t = cudaStream_t;
+using xcclEvent_t = cudaEvent_t;
+using xcclError_t = cudaError_t;
+#endif
 
 #include <chrono>
 #include <cstdlib>
@@ -19,19 +46,19 @@
 #include "tessera/ops/creation.h"
 
 namespace tessera {
-namespace gpu::cuda {
-cudaStream_t current_vendor_stream();  // backends/gpu/device_backend.cu
+namespace gpu::TESSERA_XCCL_GPU {
+xcclStream_t current_vendor_stream();  // backends/gpu/device_backend.cu
 }
 namespace dist {
 std::shared_ptr<ProcessGroup> make_mpi_process_group();  // mpi.cpp
 
 namespace {
 
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(tessera::detail::concat("dist (nccl): ", what, " failed: ", cudaGetErrorString(e)));
+void check_rt(xcclError_t e, const char* what) {
+  if (e != xcclRt(Success)) throw Error(tessera::detail::concat("dist (" TESSERA_XCCL_NAME "): ", what, " failed: ", xcclRt(GetErrorString)(e)));
 }
 void check_nccl(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw Error(tessera::detail::concat("dist (nccl): ", what, " failed: ", ncclGetErrorString(r)));
+  if (r != ncclSuccess) throw Error(tessera::detail::concat("dist (" TESSERA_XCCL_NAME "): ", what, " failed: ", ncclGetErrorString(r)));
 }
 
 ncclDataType_t nccl_type(DType dt, const char* op) {
@@ -43,7 +70,7 @@ ncclDataType_t nccl_type(DType dt, const char* op) {
     case DType::i32: return ncclInt32;
     case DType::i64: return ncclInt64;
     case DType::u8: return ncclUint8;
-    default: throw Error(tessera::detail::concat(op, ": dtype ", dt, " is not supported by the nccl process group"));
+    default: throw Error(tessera::detail::concat(op, ": dtype ", dt, " is not supported by the " TESSERA_XCCL_NAME " process group"));
   }
 }
 
@@ -57,22 +84,33 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+// ncclInProgress (non-blocking communicators) exists from NCCL 2.14; older NCCL and RCCL
+// releases have no such state.
+constexpr bool in_progress(ncclResult_t r) {
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21400
+  return r == ncclInProgress;
+#else
+  (void)r;
+  return false;
+#endif
+}
+
 class NcclWork final : public Work {
  public:
-  NcclWork(ncclComm_t comm, int rank, int world, std::string what, cudaStream_t stream, std::vector<Tensor> keep)
+  NcclWork(ncclComm_t comm, int rank, int world, std::string what, xcclStream_t stream, std::vector<Tensor> keep)
       : comm_(comm), rank_(rank), world_(world), what_(std::move(what)), keep_(std::move(keep)), start_(std::chrono::steady_clock::now()) {
-    check_cuda(cudaEventCreateWithFlags(&done_event_, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(done_event_, stream), "cudaEventRecord");
+    check_rt(xcclRt(EventCreateWithFlags)(&done_event_, xcclRt(EventDisableTiming)), "event create");
+    check_rt(xcclRt(EventRecord)(done_event_, stream), "event record");
   }
   ~NcclWork() override {
     if (!done_) wait();
-    cudaEventDestroy(done_event_);
+    (void)xcclRt(EventDestroy)(done_event_);
   }
   bool test() override {
     if (done_) return true;
-    const cudaError_t e = cudaEventQuery(done_event_);
-    if (e == cudaErrorNotReady) return false;
-    check_cuda(e, "cudaEventQuery");
+    const xcclError_t e = xcclRt(EventQuery)(done_event_);
+    if (e == xcclRt(ErrorNotReady)) return false;
+    check_rt(e, "event query");
     ncclResult_t async = ncclSuccess;
     check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
     check_nccl(async, what_.c_str());
@@ -85,7 +123,7 @@ class NcclWork final : public Work {
     while (!test()) {
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) check_nccl(async, what_.c_str());
+      if (async != ncclSuccess && !in_progress(async)) check_nccl(async, what_.c_str());
       if (std::chrono::steady_clock::now() > deadline) {
         detail::report_timeout(rank_, world_, what_, collective_timeout());
         ncclCommAbort(comm_);
@@ -100,7 +138,7 @@ class NcclWork final : public Work {
   int rank_, world_;
   std::string what_;
   std::vector<Tensor> keep_;  // the buffers stay alive until the collective is done
-  cudaEvent_t done_event_ = nullptr;
+  xcclEvent_t done_event_ = nullptr;
   std::chrono::steady_clock::time_point start_;
   bool done_ = false;
 };
@@ -109,10 +147,10 @@ class NcclGroup final : public ProcessGroup {
  public:
   NcclGroup() : mpi_(make_mpi_process_group()) {
     int devices = 0;
-    check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-    TESSERA_CHECK(devices > 0, "init_process_group", "nccl: no CUDA device on this node");
+    check_rt(xcclRt(GetDeviceCount)(&devices), "device count");
+    TESSERA_CHECK(devices > 0, "init_process_group", TESSERA_XCCL_NAME ": no GPU on this node");
     device_ = mpi_->local_rank() % devices;
-    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    check_rt(xcclRt(SetDevice)(device_), "set device");
     ncclUniqueId id;
     if (mpi_->rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     Tensor bytes = empty({static_cast<int64_t>(sizeof id)}, DType::u8, kCPU);
@@ -120,19 +158,21 @@ class NcclGroup final : public ProcessGroup {
     mpi_->broadcast(bytes, 0)->wait();
     std::memcpy(&id, bytes.data_ptr(), sizeof id);
     check_nccl(ncclCommInitRank(&comm_, mpi_->world_size(), id, mpi_->rank()), "ncclCommInitRank");
+    check_rt(xcclRt(StreamCreateWithFlags)(&comm_stream_, xcclRt(StreamNonBlocking)), "stream create");
   }
   ~NcclGroup() override {
     if (comm_) ncclCommDestroy(comm_);
+    if (comm_stream_) (void)xcclRt(StreamDestroy)(comm_stream_);
   }
   int rank() const override { return mpi_->rank(); }
   int world_size() const override { return mpi_->world_size(); }
   int local_rank() const override { return mpi_->local_rank(); }
-  std::string backend() const override { return "nccl"; }
+  std::string backend() const override { return TESSERA_XCCL_NAME; }
 
   std::unique_ptr<Work> all_reduce(Tensor t, ReduceOp op) override {
     if (!mine(t)) return mpi_->all_reduce(std::move(t), op);
     const Tensor c = contiguous_target(t, "all_reduce");
-    const cudaStream_t s = gpu::cuda::current_vendor_stream();
+    const xcclStream_t s = comm_stream();
     check_nccl(ncclAllReduce(c.data_ptr(), c.data_ptr(), static_cast<size_t>(c.numel()), nccl_type(c.dtype(), "all_reduce"), nccl_op(op), comm_, s),
                "ncclAllReduce");
     return issue("all_reduce", t, s, {c});
@@ -141,7 +181,7 @@ class NcclGroup final : public ProcessGroup {
     if (!mine(t)) return mpi_->broadcast(std::move(t), root);
     TESSERA_CHECK(root >= 0 && root < world_size(), "broadcast", "root ", root, " out of range for world size ", world_size());
     const Tensor c = contiguous_target(t, "broadcast");
-    const cudaStream_t s = gpu::cuda::current_vendor_stream();
+    const xcclStream_t s = comm_stream();
     check_nccl(ncclBroadcast(c.data_ptr(), c.data_ptr(), static_cast<size_t>(c.numel()), nccl_type(c.dtype(), "broadcast"), root, comm_, s),
                "ncclBroadcast");
     return issue("broadcast", t, s, {c});
@@ -151,7 +191,7 @@ class NcclGroup final : public ProcessGroup {
     TESSERA_CHECK(out.numel() == in.numel() * world_size() && out.dtype() == in.dtype(), "all_gather", "output ", shape_str(out.shape()), " ",
                   out.dtype(), " does not hold ", world_size(), " x input ", shape_str(in.shape()), " ", in.dtype());
     const Tensor src = in.contiguous(), dst = contiguous_target(out, "all_gather");
-    const cudaStream_t s = gpu::cuda::current_vendor_stream();
+    const xcclStream_t s = comm_stream();
     check_nccl(ncclAllGather(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(src.numel()), nccl_type(src.dtype(), "all_gather"), comm_, s),
                "ncclAllGather");
     return issue("all_gather", in, s, {src, dst});
@@ -161,7 +201,7 @@ class NcclGroup final : public ProcessGroup {
     TESSERA_CHECK(in.numel() == out.numel() * world_size() && out.dtype() == in.dtype(), "reduce_scatter", "input ", shape_str(in.shape()),
                   " ", in.dtype(), " is not ", world_size(), " x output ", shape_str(out.shape()), " ", out.dtype());
     const Tensor src = in.contiguous(), dst = contiguous_target(out, "reduce_scatter");
-    const cudaStream_t s = gpu::cuda::current_vendor_stream();
+    const xcclStream_t s = comm_stream();
     check_nccl(ncclReduceScatter(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(dst.numel()), nccl_type(src.dtype(), "reduce_scatter"),
                                  nccl_op(op), comm_, s),
                "ncclReduceScatter");
@@ -170,26 +210,40 @@ class NcclGroup final : public ProcessGroup {
   void barrier() override { mpi_->barrier(); }
 
  private:
-  bool mine(const Tensor& t) const { return t.defined() && t.device().type == DeviceType::cuda && t.device().index == device_; }
+  bool mine(const Tensor& t) const { return t.defined() && t.device().type == TESSERA_XCCL_DEVICE && t.device().index == device_; }
   // NCCL writes in place: the tensor must be contiguous (a view cannot be written back later
   // without a host-visible completion point).
   static Tensor contiguous_target(const Tensor& t, const char* op) {
-    TESSERA_CHECK(t.is_contiguous(), op, "the nccl group needs contiguous tensors, got a view of shape ", shape_str(t.shape()));
+    TESSERA_CHECK(t.is_contiguous(), op, "the " TESSERA_XCCL_NAME " group needs contiguous tensors, got a view of shape ", shape_str(t.shape()));
     return t;
   }
-  std::unique_ptr<Work> issue(const char* name, const Tensor& t, cudaStream_t s, std::vector<Tensor> keep) {
+  // Collectives run on the group's own stream, after the work the caller's current stream has
+  // queued so far (an event between them): backward keeps queuing kernels while a bucket's
+  // all-reduce runs, which is DDP's overlap. The buffers stay referenced by the Work until the
+  // host has seen the collective finish, so the caching allocator cannot hand them to the
+  // compute stream while the collective still reads or writes them.
+  xcclStream_t comm_stream() {
+    xcclEvent_t ready = nullptr;
+    check_rt(xcclRt(EventCreateWithFlags)(&ready, xcclRt(EventDisableTiming)), "event create");
+    check_rt(xcclRt(EventRecord)(ready, gpu::TESSERA_XCCL_GPU::current_vendor_stream()), "event record");
+    check_rt(xcclRt(StreamWaitEvent)(comm_stream_, ready, 0), "stream wait");
+    (void)xcclRt(EventDestroy)(ready);  // released once the recorded work is done
+    return comm_stream_;
+  }
+  std::unique_ptr<Work> issue(const char* name, const Tensor& t, xcclStream_t s, std::vector<Tensor> keep) {
     return std::make_unique<NcclWork>(comm_, rank(), world_size(), detail::describe_collective(name, ++sequence_, t), s, std::move(keep));
   }
 
   std::shared_ptr<ProcessGroup> mpi_;
   ncclComm_t comm_ = nullptr;
+  xcclStream_t comm_stream_ = nullptr;
   int device_ = 0;
   uint64_t sequence_ = 0;
 };
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> make_nccl_process_group() { return std::make_shared<NcclGroup>(); }
+std::shared_ptr<ProcessGroup> TESSERA_XCCL_FACTORY() { return std::make_shared<NcclGroup>(); }
 
 }  // namespace dist
 }  // namespace tessera

@@ -18,6 +18,10 @@ std::shared_ptr<ProcessGroup> make_mpi_process_group();
 // backends/comm/nccl.cpp (CUDA device tensors; others through MPI)
 std::shared_ptr<ProcessGroup> make_nccl_process_group();
 #endif
+#if defined(TESSERA_HAS_RCCL)
+// backends/comm/nccl.cpp compiled by hipcc (HIP device tensors; others through MPI)
+std::shared_ptr<ProcessGroup> make_rccl_process_group();
+#endif
 
 namespace {
 std::mutex g_mutex;
@@ -43,6 +47,9 @@ std::vector<std::string> available_backends() {
 #if defined(TESSERA_HAS_NCCL)
   names.push_back("nccl");  // after mpi: "" picks mpi, which runs without a GPU
 #endif
+#if defined(TESSERA_HAS_RCCL)
+  names.push_back("rccl");
+#endif
   return names;
 }
 
@@ -62,6 +69,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend) {
 #endif
 #if defined(TESSERA_HAS_NCCL)
   if (choice == "nccl") g_default = make_nccl_process_group();
+#endif
+#if defined(TESSERA_HAS_RCCL)
+  if (choice == "rccl") g_default = make_rccl_process_group();
 #endif
   if (!g_default) {
     std::string have;

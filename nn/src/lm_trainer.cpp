@@ -78,7 +78,8 @@ std::vector<LMLog> train_language_model(LanguageModel& model, const TextCorpus& 
   Scheduler scheduler(optimizer, std::make_shared<ChainedLR>(std::vector<std::shared_ptr<LRSchedule>>{
                                      std::make_shared<LinearWarmup>(warmup, 0.01),
                                      std::make_shared<CosineLR>(o.steps, o.min_lr_factor)}));
-  Generator gen(o.seed);
+  const int rank = o.ddp ? o.ddp->rank() : 0, world = o.ddp ? o.ddp->world_size() : 1;
+  Generator gen(o.seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank));  // each rank its own windows
   const std::vector<Tensor> params = model.parameters();
   std::vector<LMLog> logs;
   const auto start = Clock::now();
@@ -91,17 +92,26 @@ std::vector<LMLog> train_language_model(LanguageModel& model, const TextCorpus& 
     for (int64_t a = 0; a < o.grad_accumulation; ++a) {
       const auto [x, y] = sample_windows(corpus.train, o.batch, o.context, gen, device);
       const Tensor loss = lm_loss(model, x, y, o.precision);
-      div(loss, static_cast<double>(o.grad_accumulation)).backward();
+      const bool last = a + 1 == o.grad_accumulation;
+      if (o.ddp && !last) {
+        const auto local = o.ddp->no_sync();  // accumulate; the last micro-batch's backward reduces the sum
+        div(loss, static_cast<double>(o.grad_accumulation)).backward();
+      } else {
+        div(loss, static_cast<double>(o.grad_accumulation)).backward();
+      }
       step_loss = add(step_loss, div(loss.detach(), static_cast<double>(o.grad_accumulation)));
     }
+    if (o.ddp) o.ddp->finish_gradient_sync();  // every rank now holds the same averaged gradients
     if (o.clip_norm > 0) clip_grad_norm_(params, o.clip_norm);
     optimizer.step();
     optimizer.zero_grad();
     scheduler.step();
     const double l = step_loss.item<double>();  // one sync per step
-    TESSERA_CHECK(std::isfinite(l), "train", "non-finite loss ", l, " at step ", step, "; lower --lr");
+    // Under DDP every rank stops together (one alone would leave the others in a collective).
+    const bool bad = o.ddp ? o.ddp->any_rank(!std::isfinite(l)) : !std::isfinite(l);
+    TESSERA_CHECK(!bad, "train", "non-finite loss ", l, " at step ", step, o.ddp ? " (on some rank)" : "", "; lower --lr");
     train_seconds += seconds_since(t0);
-    tokens += o.batch * o.context * o.grad_accumulation;
+    tokens += o.batch * o.context * o.grad_accumulation * world;
     loss_sum += l;
     ++loss_count;
     if (o.on_step) o.on_step(step, l);
@@ -109,21 +119,25 @@ std::vector<LMLog> train_language_model(LanguageModel& model, const TextCorpus& 
       LMLog log;
       log.step = step;
       log.train_loss = loss_sum / static_cast<double>(loss_count);
-      log.val_loss = evaluate_language_model(model, corpus.val, o.eval_batches, o.batch, o.context, o.precision);
+      if (o.ddp) log.train_loss = o.ddp->mean_over_ranks(log.train_loss);
+      // Every rank evaluates the same windows with the same weights: the same number everywhere.
+      log.val_loss = evaluate_language_model(model, corpus.val, o.eval_batches, o.batch * world, o.context, o.precision);
       log.lr = scheduler.lr();
-      log.tokens_per_second = static_cast<double>(tokens) / train_seconds;
+      log.tokens_per_second = static_cast<double>(tokens) / (o.ddp ? o.ddp->mean_over_ranks(train_seconds) : train_seconds);
       log.seconds = seconds_since(start);
       logs.push_back(log);
-      if (!o.checkpoint.empty()) {
+      if (!o.checkpoint.empty() && rank == 0) {
         Metadata meta = o.metadata;
         meta["step"] = std::to_string(step);
         meta["val_loss"] = std::to_string(log.val_loss);
         save_language_model(model, o.checkpoint, meta);
       }
+      if (o.ddp && !o.checkpoint.empty()) o.ddp->barrier();  // no rank reads a checkpoint rank 0 is still writing
       if (on_log) on_log(log);
       loss_sum = 0, loss_count = 0, tokens = 0, train_seconds = 0;
     }
   }
+  if (o.ddp) TESSERA_CHECK(o.ddp->replicas_equal(), "train", "the ranks' parameters differ after training (gradients were not synchronised)");
   return logs;
 }
 

@@ -68,6 +68,11 @@ class DistributedDataParallel {
   int world_size() const;
   /** True on every rank when `flag` is true on any (a collective: every rank calls it). */
   bool any_rank(bool flag);
+  /** True on every rank when every rank's parameters are bitwise equal (a checksum of their
+   *  bits compared over ranks; a collective). */
+  bool replicas_equal();
+  /** The mean of `value` over the ranks (a collective: every rank calls it). */
+  double mean_over_ranks(double value);
   void barrier();
 
   struct State;

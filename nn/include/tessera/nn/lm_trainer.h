@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/nn/ddp.h"
 #include "tessera/nn/language_model.h"
 #include "tessera/nn/serialize.h"
 #include "tessera/nn/text_data.h"
@@ -24,6 +25,10 @@ struct LMTrainOptions {
   std::string checkpoint;        ///< written after each validation (empty: none)
   Metadata metadata;             ///< stored in the checkpoint (model config, vocabulary)
   std::function<void(int64_t step, double loss)> on_step;
+  /** Data parallel (tessera train --distributed): `batch` is this rank's share of the global
+   *  batch; each rank draws its own windows (seed + rank), gradients are averaged by the DDP
+   *  wrapper of `model`, losses and tokens/s are over all ranks, only rank 0 writes checkpoints. */
+  DistributedDataParallel* ddp = nullptr;
 };
 
 struct LMLog {
