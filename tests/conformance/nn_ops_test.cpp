@@ -56,7 +56,9 @@ TEST_CASE("f32 3x3 stride-1 convolutions (Winograd on the cpu) match f64, forwar
     Size2 padding;
     bool bias;
   };
-  const Case cases[] = {{{5, 8, 15, 13}, 9, {1, 1}, true}, {{2, 12, 9, 10}, 8, {0, 0}, false}, {{1, 8, 5, 6}, 16, {2, 1}, true}};
+  // The wide ones: tile rows longer than the AVX-512 gather's 14-tile chunks (31 and 32 tiles).
+  const Case cases[] = {{{5, 8, 15, 13}, 9, {1, 1}, true}, {{2, 12, 9, 10}, 8, {0, 0}, false}, {{1, 8, 5, 6}, 16, {2, 1}, true},
+                        {{1, 8, 6, 61}, 8, {1, 1}, false}, {{1, 9, 4, 62}, 8, {2, 2}, true}};
   uint64_t seed = 90;
   for (const Case& c : cases) {
     CAPTURE(shape_str(c.x));
