@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tessera/dist.h"
+#include "tessera/runtime.h"
 #include "tessera/autograd.h"
 #include "tessera/error.h"
 #include "tessera/ops/creation.h"
@@ -53,7 +54,8 @@ MPI_Op mpi_op(ReduceOp op) {
 }
 
 // The host buffer a collective runs on: the tensor itself when it is a contiguous CPU tensor
-// MPI can reduce, else a copy (f16/bf16 as f32) written back by finish().
+// MPI can reduce, else a copy (f16/bf16 as f32) written back by finish(). Device tensors are
+// staged through pooled page-locked buffers of their backend (empty_pinned).
 struct Staged {
   Tensor target, host;
   bool copied = false;
@@ -65,7 +67,8 @@ Staged stage(const Tensor& t, bool read) {
   const bool half = t.dtype() == DType::f16 || t.dtype() == DType::bf16;
   if (t.device() == kCPU && t.is_contiguous() && !half) return {t, t, false};
   const DType host_dtype = half ? DType::f32 : t.dtype();
-  Tensor host = read ? t.to(kCPU, host_dtype).contiguous().clone() : empty(t.shape(), host_dtype, kCPU);
+  Tensor host = t.device() == kCPU ? empty(t.shape(), host_dtype, kCPU) : empty_pinned(t.shape(), host_dtype, t.device());
+  if (read) host.copy_(t);
   return {t, host, true};
 }
 

@@ -42,6 +42,49 @@ Tensor pin_memory(const Tensor& host, Device device) {
   return detail::make_tensor(std::move(storage), src.shape(), contiguous_strides(src.shape()), 0, src.dtype());
 }
 
+namespace {
+// Free pinned buffers by size, per backend. Never destroyed: buffers may still be returned
+// during static destruction, after the backends are gone (the OS reclaims them at exit).
+struct PinnedPool {
+  Backend* backend;
+  std::mutex mutex;
+  std::multimap<size_t, void*> free;  // bytes -> buffer
+  void* take(size_t bytes) {
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = free.find(bytes); it != free.end()) {
+        void* p = it->second;
+        free.erase(it);
+        return p;
+      }
+    }
+    return backend->allocate_pinned(bytes);
+  }
+  void give(size_t bytes, void* p) {
+    std::lock_guard lock(mutex);
+    free.emplace(bytes, p);
+  }
+};
+PinnedPool& pinned_pool(Backend& b) {
+  static std::mutex mutex;
+  static auto* pools = new std::map<Backend*, PinnedPool*>();
+  std::lock_guard lock(mutex);
+  PinnedPool*& pool = (*pools)[&b];
+  if (!pool) pool = new PinnedPool{&b, {}, {}};
+  return *pool;
+}
+}  // namespace
+
+Tensor empty_pinned(const Shape& shape, DType dtype, Device device) {
+  Backend& b = backend_for_device(device, "empty_pinned");
+  const size_t bytes = std::max<size_t>(static_cast<size_t>(checked_nbytes(shape, itemsize(dtype), "empty_pinned")), 1);
+  PinnedPool& pool = pinned_pool(b);
+  void* p = pool.take(bytes);
+  if (!p) return empty(shape, dtype, kCPU);
+  auto storage = std::make_shared<Storage>(kCPU, p, bytes, [&pool, bytes](void* q) { pool.give(bytes, q); });
+  return detail::make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
 Tensor to_device_async(const Tensor& host, Device device, Stream& stream) {
   TESSERA_CHECK(host.device() == kCPU && host.is_contiguous(), "to_device_async", "expected a contiguous cpu tensor");
   if (device == kCPU) return host;

@@ -1,7 +1,6 @@
 #pragma once
-// How the DataLoader moves batches to a device backend: through pinned host buffers taken from a
-// pool (page-locked allocation costs far more than the copy, and freeing it synchronises the
-// device) and one copy stream for the whole loader, so an upload overlaps the training step
+// How the DataLoader moves batches to a device backend: through pinned host buffers taken from
+// the process-wide pool (empty_pinned) and one copy stream for the whole loader, so an upload overlaps the training step
 // running on the caller's stream. The worker thread waits for its own copy; the device tensors
 // belong to the copy stream, and the consumer records its use of them (record_current_stream)
 // so their blocks are not reused for the next upload while its kernels may still read them.
@@ -26,14 +25,12 @@ class BatchUploader {
   std::vector<Tensor> upload(const std::vector<Tensor>& host);
 
  private:
-  struct Pool;  // free pinned buffers by size, shared with the buffers' deleters
   Tensor pinned_copy(const Tensor& host);
 
   Device device_;
   Backend& backend_;
   std::mutex mutex_;  // one upload at a time on the one copy stream
   std::unique_ptr<Stream> stream_;
-  std::shared_ptr<Pool> pool_;
 };
 
 }  // namespace tessera::nn::detail

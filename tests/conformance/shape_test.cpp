@@ -99,6 +99,16 @@ TEST_CASE("pinned host staging and asynchronous uploads") {
   CHECK(up.device() == device());
   CHECK(up.to_vector<float>() == pinned.to_vector<float>());
   TESSERA_CHECK_THROWS_WITH(to_device_async(host, device(), *stream), "to_device_async: expected a contiguous cpu tensor");
+  // empty_pinned: host tensors from a pool; a buffer that died is handed out again.
+  const void* first = nullptr;
+  {
+    const Tensor staging = empty_pinned({3, 5}, DType::f32, device());
+    CHECK(staging.device() == kCPU);
+    CHECK(staging.shape() == Shape{3, 5});
+    first = staging.data_ptr();
+  }
+  const Tensor again = empty_pinned({3, 5}, DType::f32, device());
+  if (device() != kCPU) CHECK(again.data_ptr() == first);  // the cpu backend has no pinned memory: plain allocations
 }
 
 TEST_CASE("ops under a StreamGuard run on that stream and match the default stream") {

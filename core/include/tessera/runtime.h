@@ -7,6 +7,8 @@
 
 #include "tessera/backend/allocator.h"
 #include "tessera/device.h"
+#include "tessera/dtype.h"
+#include "tessera/shape.h"
 
 namespace tessera {
 
@@ -51,6 +53,13 @@ class Stream;
  * asynchronous uploads; a plain contiguous host tensor when the backend has no pinned memory.
  */
 Tensor pin_memory(const Tensor& host, Device device);
+/**
+ * An uninitialised contiguous host tensor in page-locked memory of `device`'s backend, taken
+ * from a process-wide pool of such buffers (page-locked allocation costs far more than a copy,
+ * and freeing it synchronises the device); the buffer returns to the pool when the tensor
+ * dies. Pageable memory when the backend has none.
+ */
+Tensor empty_pinned(const Shape& shape, DType dtype, Device device);
 /** Uploads a contiguous host tensor to `device`, queued on `stream` (wait on the stream before use). */
 Tensor to_device_async(const Tensor& host, Device device, Stream& stream);
 
