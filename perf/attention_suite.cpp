@@ -56,6 +56,16 @@ void attention_cases(Device dev, bool quick, int threads, std::vector<Case>& out
             std::nullopt};
   if (on_cpu) step.peer = peers::torch_gpt_step(vocab, context, layers, heads, dim, batch, threads);
   out.push_back(step);
+  // The same step against PyTorch from Python (perf/gpt_peer.py, python3-torch), timed by the
+  // script in its own process: the peer users actually run.
+  if (on_cpu) {
+    if (auto py = peers::python_gpt_step(vocab, context, layers, heads, dim, batch, threads, quick ? 3 : 15)) {
+      Case vs_python = step;
+      vs_python.name = "gpt_train_step_vs_python";
+      vs_python.peer = std::move(py);
+      out.push_back(vs_python);
+    }
+  }
 }
 
 }  // namespace tessera::bench

@@ -28,6 +28,9 @@ struct Peer {
   std::string name;  ///< "openblas", "stream_triad", "libtorch"
   Body run;
   double work = 0;   ///< the peer's own FLOPs or bytes when they differ from the case's (0: same work)
+  /** > 0: the peer ran out of process and timed itself (a script's median per call): the
+   *  harness records this instead of calling `run`. */
+  double external_median_s = 0;
 };
 
 struct Case {

@@ -6,6 +6,10 @@ context, steps and validation protocol. Prints the validation loss (nats/char) a
 writes them as JSON, for docs/transformers.md and `tessera bench`'s attention suite.
 
     python3 perf/gpt_peer.py --steps 2000 --threads 2 --json /tmp/gpt_peer.json
+
+With --bench-steps N it only times N train steps on fixed random tokens (after 3 warm-up
+steps) and prints {"median_step_s": ..., "tokens_per_second": ...} as one JSON line: the
+out-of-process peer of `tessera bench --suite attention` (case gpt_train_step_vs_python).
 """
 import argparse
 import json
@@ -90,6 +94,29 @@ def windows(data, batch, context, gen):
     return x, y
 
 
+def bench(a):
+    model = GPT(a.vocab, a.context, a.layers, a.heads, a.dim)
+    decay = [q for q in model.parameters() if q.dim() >= 2]
+    no_decay = [q for q in model.parameters() if q.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.99), eps=1e-8)
+    x = torch.randint(0, a.vocab, (a.batch, a.context))
+    y = torch.randint(0, a.vocab, (a.batch, a.context))
+    times = []
+    for i in range(3 + a.bench_steps):
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(x).view(-1, a.vocab), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= 3:
+            times.append(time.perf_counter() - t0)
+    median = sorted(times)[len(times) // 2]
+    print(json.dumps({"peer": "pytorch " + torch.__version__, "median_step_s": median,
+                      "tokens_per_second": a.batch * a.context / median}), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="/usr/share/games/fortunes")
@@ -107,9 +134,14 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json")
+    p.add_argument("--bench-steps", type=int, default=0, help="only time this many steps on random tokens")
+    p.add_argument("--vocab", type=int, default=112, help="vocabulary size of --bench-steps' random tokens")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    if a.bench_steps > 0:
+        bench(a)
+        return
     train, val, vocab = load_corpus(a.data)
     model = GPT(vocab, a.context, a.layers, a.heads, a.dim)
     decay = [q for q in model.parameters() if q.dim() >= 2]

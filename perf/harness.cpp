@@ -41,15 +41,16 @@ Samples time_case(const Case& c, Device dev, bool quick) {
     synchronize(dev);
   };
   const auto peer_once = [&] { c.peer->run(); };
+  const bool timed_peer = c.peer && c.peer->external_median_s <= 0;  // else the peer timed itself
   const double warm = block(1, engine_once);
   double peer_warm = 0;
-  if (c.peer) peer_warm = block(1, peer_once);
+  if (timed_peer) peer_warm = block(1, peer_once);
   const auto calls_for = [&](double t) { return quick ? 1 : static_cast<int>(std::clamp(0.01 / std::max(t, 1e-7), 1.0, 200.0)); };
   const int engine_calls = calls_for(warm), peer_calls = calls_for(peer_warm);
   const int reps = quick ? 3 : static_cast<int>(std::clamp(0.4 / std::max(warm * engine_calls, 1e-6), 5.0, 31.0));
   for (int r = 0; r < reps; ++r) {
     s.engine.push_back(block(engine_calls, engine_once) / c.calls);
-    if (c.peer) s.peer.push_back(block(peer_calls, peer_once) / c.calls);
+    if (timed_peer) s.peer.push_back(block(peer_calls, peer_once) / c.calls);
   }
   return s;
 }
@@ -91,14 +92,14 @@ Record measure(const Case& c, Device dev, const std::string& device_name, const 
   if (peak_value > 0 && (r.gflops > 0 || r.gbps > 0)) r.pct_of_peak = 100.0 * (c.flops > 0 ? r.gflops : r.gbps) / peak_value;
   if (c.peer) {
     r.peer = c.peer->name;
-    r.peer_median_s = median(s.peer);
+    r.peer_median_s = c.peer->external_median_s > 0 ? c.peer->external_median_s : median(s.peer);
     // Throughput ratio: equal work gives peer time / engine time; a peer with its own work
     // (the triad moves 12 bytes per element) is compared by rate.
     r.ratio = c.peer->work > 0 && work > 0 ? (work / r.median_s) / (c.peer->work / r.peer_median_s) : r.peer_median_s / r.median_s;
   }
   if (c.peak_memory) {
     r.peak_bytes = peak_bytes_of(c.run, dev);
-    if (c.peer) r.peer_peak_bytes = peak_bytes_of(c.peer->run, dev);
+    if (c.peer && c.peer->external_median_s <= 0) r.peer_peak_bytes = peak_bytes_of(c.peer->run, dev);
   }
   return r;
 }

@@ -29,5 +29,9 @@ std::optional<Peer> torch_add_1elem(int calls, int threads);
 /** One AdamW train step (clip 1.0) of the GPT of nn::GPT with these sizes on [batch, context] tokens
  *  (torch_gpt_peer.cpp). */
 std::optional<Peer> torch_gpt_step(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t dim, int64_t batch, int threads);
+/** The same step timed by perf/gpt_peer.py under python3-torch (`steps` timed steps, median), out
+ *  of process; nullopt when python3 or its torch module is missing (python_peer.cpp). */
+std::optional<Peer> python_gpt_step(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t dim, int64_t batch, int threads,
+                                    int steps);
 
 }  // namespace tessera::bench::peers

@@ -9,11 +9,14 @@
 // queries) and a dQ kernel (a block per query tile walking the key tiles) - no atomics, so
 // the gradients are deterministic. Shared-memory tiles are sized per head-dim bucket (32, 64,
 // 128; f64 to 64) to stay under 48 KiB; rows padded by one element where lanes stride rows.
-// Math in f32 for f32/f16/bf16 (f64 for f64); the tensor-core path is left to the GEMMs.
+// Math in f32 for f32/f16/bf16 (f64 for f64). The f16/bf16 forward on devices with matrix
+// units runs attn_fwd_mma_kernel (tensor cores / MFMA through mma.h); the backward stays SIMT.
 #include <cmath>
+#include <type_traits>
 
 #include "common.h"
 #include "kernels.h"
+#include "tc_gemm.h"
 #include "tessera/kernels/attention.h"
 #include "tessera/ops/creation.h"
 
@@ -33,6 +36,8 @@ struct AttnArgs {
   float keep;
   uint64_t seed, offset;
 };
+
+Grid tiles_grid(int64_t tiles) { return Grid{static_cast<unsigned>(tiles < 4096 ? (tiles > 0 ? tiles : 1) : 4096)}; }
 
 template <class C> struct MaxOp { TESSERA_DEVICE C operator()(C a, C b) const { return a > b ? a : b; } };
 template <class C> struct SumOp { TESSERA_DEVICE C operator()(C a, C b) const { return a + b; } };
@@ -119,6 +124,128 @@ template <class T, int kD> TESSERA_GLOBAL void attn_fwd_kernel(AttnArgs a, const
     }
     sync_threads();
   }
+}
+
+// f16/bf16 forward on the matrix units (mma.h): 4 warps, 16 query rows each (one MMA tile
+// tall), Q held in A fragments for the whole key walk. Per key tile of 32: S = Q K^T by MMA,
+// staged in shared memory as f32; the row statistics as in the SIMT kernel (a lane per key,
+// butterfly max and sum); P rounded to T (as FlashAttention-2 does); O = alpha O + P V by MMA
+// into the warps' f32 accumulator fragments. The same source runs mma.sync (32-lane warps),
+// MFMA (64-lane wavefronts) and, on the emulator, the fragment-exact reference of both.
+template <class Shape, class T, int kD>
+TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
+  constexpr int kRows = 4 * Shape::M;                 // queries per block
+  constexpr int kLd = kD + 8, kLdP = kTile + 8;       // 16-bit row strides (bank skew)
+  constexpr int FS = kTile / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kTile / Shape::K;
+  // Raw 16-bit storage: Half/BFloat16 have default member initialisers, which __shared__ forbids.
+  TESSERA_SHARED_ARRAY(uint16_t, qs, kRows * kD);
+  TESSERA_SHARED_ARRAY(uint16_t, ks, kTile * kLd);
+  TESSERA_SHARED_ARRAY(uint16_t, vs, kTile * kLd);
+  TESSERA_SHARED_ARRAY(uint16_t, ps, kRows * kLdP);
+  TESSERA_SHARED_ARRAY(float, ss, kRows * (kTile + 1));
+  TESSERA_SHARED_ARRAY(float, stat, 3 * kRows);  // m, l, alpha
+  float *m = stat, *l = stat + kRows, *alpha = stat + 2 * kRows;
+  const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
+  const int threads = static_cast<int>(block_dim_x());
+  const auto stage = [&](const T* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld) {
+    for (int e = tid; e < rows * kD; e += threads) {
+      const int r = e / kD, x = e % kD;
+      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x].bits : uint16_t{0};
+    }
+  };
+  const int64_t qtiles = (a.tq + kRows - 1) / kRows;
+  for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
+    const int64_t bh = tile / qtiles, i0 = (tile % qtiles) * kRows;
+    stage(q + bh * a.tq * a.d, a.tq, a.d, i0, kRows, qs, kD);
+    if (tid < kRows) m[tid] = -INFINITY, l[tid] = 0;
+    sync_threads();
+    T qf[KD][Shape::A];
+    for (int kk = 0; kk < KD; ++kk)
+      for (int e = 0; e < Shape::A; ++e) qf[kk][e] = T::from_bits(qs[(w0 + Shape::a_row(ln, e)) * kD + kk * Shape::K + Shape::a_col(ln, e)]);
+    float of[FD][Shape::C];
+    for (int f = 0; f < FD; ++f)
+      for (int e = 0; e < Shape::C; ++e) of[f][e] = 0.0f;
+    const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
+    const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
+    for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
+      stage(k + bh * a.tk * a.d, a.tk, a.d, j0, kTile, ks, kLd);
+      stage(v + bh * a.tk * a.dv, a.tk, a.dv, j0, kTile, vs, kLd);
+      sync_threads();
+      for (int f = 0; f < FS; ++f) {  // S = Q K^T: B[x][j] = K[j][x]
+        float sf[Shape::C] = {};
+        for (int kk = 0; kk < KD; ++kk) {
+          T kf[Shape::B];
+          for (int e = 0; e < Shape::B; ++e)
+            kf[e] = T::from_bits(ks[(f * Shape::N + Shape::b_col(ln, e)) * kLd + kk * Shape::K + Shape::b_row(ln, e)]);
+          mma<Shape, T>(sf, qf[kk], kf);
+        }
+        for (int e = 0; e < Shape::C; ++e) ss[(w0 + Shape::c_row(ln, e)) * (kTile + 1) + f * Shape::N + Shape::c_col(ln, e)] = sf[e];
+      }
+      sync_threads();
+      for (int r = 0; r < Shape::M; ++r) {  // the warp's rows: a lane per key
+        const int row = w0 + r;
+        const int64_t i = i0 + row, j = j0 + ln;
+        const bool valid = ln < kTile && i < a.tq && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal);
+        const float s = valid ? ss[row * (kTile + 1) + ln] * static_cast<float>(a.scale) : -INFINITY;
+        const float m_old = m[row];
+        const float mx = warp_all_reduce(s, MaxOp<float>{});
+        const float mn = m_old > mx ? m_old : mx;
+        const float p = valid ? ::expf(s - mn) : 0.0f;
+        const float sum = warp_all_reduce(p, SumOp<float>{});
+        if (ln < kTile) ps[row * kLdP + ln] = static_cast<T>(valid ? p * dropout_factor<float>(a, bh * a.tq + i, j) : 0.0f).bits;
+        if (ln == 0) {
+          alpha[row] = m_old == -INFINITY ? 0.0f : ::expf(m_old - mn);
+          if (mn != -INFINITY) l[row] = l[row] * alpha[row] + sum, m[row] = mn;
+        }
+      }
+      sync_threads();
+      for (int f = 0; f < FD; ++f)
+        for (int e = 0; e < Shape::C; ++e) of[f][e] *= alpha[w0 + Shape::c_row(ln, e)];
+      for (int kk = 0; kk < KT; ++kk) {  // O += P V
+        T pf[Shape::A];
+        for (int e = 0; e < Shape::A; ++e) pf[e] = T::from_bits(ps[(w0 + Shape::a_row(ln, e)) * kLdP + kk * Shape::K + Shape::a_col(ln, e)]);
+        for (int f = 0; f < FD; ++f) {
+          T vf[Shape::B];
+          for (int e = 0; e < Shape::B; ++e)
+            vf[e] = T::from_bits(vs[(kk * Shape::K + Shape::b_row(ln, e)) * kLd + f * Shape::N + Shape::b_col(ln, e)]);
+          mma<Shape, T>(of[f], pf, vf);
+        }
+      }
+      sync_threads();  // before the next tile overwrites ks, vs and ps
+    }
+    for (int f = 0; f < FD; ++f) {
+      for (int e = 0; e < Shape::C; ++e) {
+        const int row = w0 + Shape::c_row(ln, e), x = f * Shape::N + Shape::c_col(ln, e);
+        if (i0 + row < a.tq && x < a.dv) o[(bh * a.tq + i0 + row) * a.dv + x] = static_cast<T>(l[row] > 0 ? of[f][e] / l[row] : 0.0f);
+      }
+    }
+    if (tid < kRows && i0 + tid < a.tq) lse[bh * a.tq + i0 + tid] = l[tid] > 0 ? m[tid] + ::logf(l[tid]) : -INFINITY;
+    sync_threads();
+  }
+}
+
+// Launches the MMA forward when T is 16-bit and the device has matrix units; false otherwise.
+template <class T, int kD> bool attention_fwd_mma(const AttnArgs& a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    const MmaKind kind = device_mma_kind();
+    const int64_t tiles = a.bh * ((a.tq + 63) / 64);  // 4 x 16 rows per block for both shapes
+#if !defined(__HIPCC__)
+    if (kind == MmaKind::mma_sync_16x8x16) {
+      launch(attn_fwd_mma_kernel<MmaSync16x8x16, T, kD>, tiles_grid(tiles), Grid{4 * 32}, 0, true, a, q, k, v, o, lse);
+      return true;
+    }
+#endif
+#if !defined(__CUDACC__) || defined(__HIPCC__)
+    if (kind == MmaKind::mfma_16x16x16) {
+      launch(attn_fwd_mma_kernel<Mfma16x16x16, T, kD>, tiles_grid(tiles), Grid{4 * 64}, 0, true, a, q, k, v, o, lse);
+      return true;
+    }
+#endif
+    (void)kind, (void)tiles;
+  } else {
+    (void)a, (void)q, (void)k, (void)v, (void)o, (void)lse;
+  }
+  return false;
 }
 
 // delta[row] = sum_x dO[row, x] * O[row, x]; a warp per row.
@@ -281,13 +408,12 @@ template <class F> void with_bucket(const KernelCall& c, DType dt, int64_t d, in
   });
 }
 
-Grid tiles_grid(int64_t tiles) { return Grid{static_cast<unsigned>(tiles < 4096 ? (tiles > 0 ? tiles : 1) : 4096)}; }
-
 void attention_fwd(const KernelCall& c) {
   const Tensor &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
   const AttnArgs a = attn_args(c, q, k, v);
   with_bucket(c, q.dtype(), a.d, a.dv, [&]<class T, int kD>() {
     using C = compute_t<T>;
+    if (attention_fwd_mma<T, kD>(a, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]))) return;
     const int64_t tiles = a.bh * ((a.tq + attn_rows<C, kD>() - 1) / attn_rows<C, kD>());
     launch(attn_fwd_kernel<T, kD>, tiles_grid(tiles), Grid{kAttnThreads}, 0, true, a, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
            ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]));
