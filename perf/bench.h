@@ -31,6 +31,10 @@ struct Peer {
   /** > 0: the peer ran out of process and timed itself (a script's median per call): the
    *  harness records this instead of calling `run`. */
   double external_median_s = 0;
+  /** Idle seconds after each block of peer calls, before the engine's next block: a pool that
+   *  busy-waits after a call (OpenBLAS's workers spin for ~2^28 cycles, ~0.1 s) would take a
+   *  core from the engine's block and halve its speed on a 2-core machine. */
+  double settle_s = 0;
 };
 
 struct Case {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
@@ -50,7 +51,10 @@ Samples time_case(const Case& c, Device dev, bool quick) {
   const int reps = quick ? 3 : static_cast<int>(std::clamp(0.4 / std::max(warm * engine_calls, 1e-6), 5.0, 31.0));
   for (int r = 0; r < reps; ++r) {
     s.engine.push_back(block(engine_calls, engine_once) / c.calls);
-    if (timed_peer) s.peer.push_back(block(peer_calls, peer_once) / c.calls);
+    if (timed_peer) {
+      s.peer.push_back(block(peer_calls, peer_once) / c.calls);
+      if (c.peer->settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(c.peer->settle_s));
+    }
   }
   return s;
 }
