@@ -9,8 +9,8 @@
 // queries) and a dQ kernel (a block per query tile walking the key tiles) - no atomics, so
 // the gradients are deterministic. Shared-memory tiles are sized per head-dim bucket (32, 64,
 // 128; f64 to 64) to stay under 48 KiB; rows padded by one element where lanes stride rows.
-// Math in f32 for f32/f16/bf16 (f64 for f64). The f16/bf16 forward on devices with matrix
-// units runs attn_fwd_mma_kernel (tensor cores / MFMA through mma.h); the backward stays SIMT.
+// Math in f32 for f32/f16/bf16 (f64 for f64). f16/bf16 on devices with matrix units run the
+// *_mma_kernel variants (tensor cores / MFMA through mma.h), forward and backward.
 #include <cmath>
 #include <type_traits>
 
@@ -224,6 +224,225 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
   }
 }
 
+// f16/bf16 backward on the matrix units, the same warp layout as the forward (16 rows per warp,
+// 4 warps). dK/dV: a block per 64 keys walks the query tiles of 32; per warp S^T = K Q^T and
+// dP^T = V dO^T by MMA, P and dS computed on the accumulator fragments (each lane knows the row
+// and column of its elements), rounded to T and staged in shared memory, then dV += P^T dO and
+// dK += dS^T Q by MMA. dQ: a block per 64 queries walks the key tiles of 32 the same way with
+// S = Q K^T, dP = dO V^T and dQ += dS K. No atomics: deterministic, like the SIMT kernels.
+template <class Shape, class T, int kD>
+TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
+                                         T* dk, T* dv) {
+  constexpr int kKeys = 4 * Shape::M, kLd = kD + 8, kLdP = kTile + 8;
+  constexpr int FQ = kTile / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KQ = kTile / Shape::K;
+  TESSERA_SHARED_ARRAY(uint16_t, qs, kTile * kLd);
+  TESSERA_SHARED_ARRAY(uint16_t, dos, kTile * kLd);
+  TESSERA_SHARED_ARRAY(uint16_t, pz, kKeys * kLdP);
+  TESSERA_SHARED_ARRAY(uint16_t, dss, kKeys * kLdP);
+  TESSERA_SHARED_ARRAY(float, rows, 2 * kTile);  // lse, delta of the query tile
+  const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
+  const int threads = static_cast<int>(block_dim_x());
+  const float scale = static_cast<float>(a.scale);
+  const auto stage = [&](const T* src, int64_t nrows, int64_t width, int64_t r0, int nr, uint16_t* dst, int ld) {
+    for (int e = tid; e < nr * kD; e += threads) {
+      const int r = e / kD, x = e % kD;
+      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x].bits : uint16_t{0};
+    }
+  };
+  const int64_t ktiles = (a.tk + kKeys - 1) / kKeys;
+  for (int64_t tile = block_x(); tile < a.bh * ktiles; tile += grid_dim_x()) {
+    const int64_t bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;
+    // This warp's 16 keys and values as A fragments (row = key), straight from global memory.
+    T kf[KD][Shape::A], vf[KD][Shape::A];
+    for (int kk = 0; kk < KD; ++kk) {
+      for (int e = 0; e < Shape::A; ++e) {
+        const int64_t j = j0 + w0 + Shape::a_row(ln, e);
+        const int x = kk * Shape::K + Shape::a_col(ln, e);
+        kf[kk][e] = j < a.tk && x < a.d ? k[(bh * a.tk + j) * a.d + x] : T(0.0f);
+        vf[kk][e] = j < a.tk && x < a.dv ? v[(bh * a.tk + j) * a.dv + x] : T(0.0f);
+      }
+    }
+    float dkf[FD][Shape::C], dvf[FD][Shape::C];
+    for (int f = 0; f < FD; ++f)
+      for (int e = 0; e < Shape::C; ++e) dkf[f][e] = 0.0f, dvf[f][e] = 0.0f;
+    int64_t first = a.causal ? j0 - (a.tk - a.tq) : 0;
+    first = first < 0 ? 0 : first / kTile * kTile;
+    for (int64_t i0 = first; i0 < a.tq; i0 += kTile) {
+      stage(q + bh * a.tq * a.d, a.tq, a.d, i0, kTile, qs, kLd);
+      stage(go + bh * a.tq * a.dv, a.tq, a.dv, i0, kTile, dos, kLd);
+      if (tid < kTile) {
+        const bool in = i0 + tid < a.tq;
+        rows[tid] = in ? lse[bh * a.tq + i0 + tid] : -INFINITY;
+        rows[kTile + tid] = in ? delta[bh * a.tq + i0 + tid] : 0.0f;
+      }
+      sync_threads();
+      for (int f = 0; f < FQ; ++f) {  // S^T = K Q^T and dP^T = V dO^T: B[x][i] = Q[i][x], dO[i][x]
+        float sf[Shape::C] = {}, pf[Shape::C] = {};
+        for (int kk = 0; kk < KD; ++kk) {
+          T qb[Shape::B], ob[Shape::B];
+          for (int e = 0; e < Shape::B; ++e) {
+            const int at = (f * Shape::N + Shape::b_col(ln, e)) * kLd + kk * Shape::K + Shape::b_row(ln, e);
+            qb[e] = T::from_bits(qs[at]), ob[e] = T::from_bits(dos[at]);
+          }
+          mma<Shape, T>(sf, kf[kk], qb);
+          mma<Shape, T>(pf, vf[kk], ob);
+        }
+        for (int e = 0; e < Shape::C; ++e) {
+          const int r = w0 + Shape::c_row(ln, e), ci = f * Shape::N + Shape::c_col(ln, e);
+          const int64_t j = j0 + r, i = i0 + ci;
+          float p = 0.0f, ds = 0.0f;
+          if (i < a.tq && j < a.tk && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal) && rows[ci] != -INFINITY) {
+            const float z = dropout_factor<float>(a, bh * a.tq + i, j);
+            p = ::expf(sf[e] * scale - rows[ci]);
+            ds = p * (pf[e] * z - rows[kTile + ci]);
+            p *= z;
+          }
+          pz[r * kLdP + ci] = static_cast<T>(p).bits;
+          dss[r * kLdP + ci] = static_cast<T>(ds).bits;
+        }
+      }
+      sync_threads();
+      for (int kk = 0; kk < KQ; ++kk) {  // dV += P^T dO, dK += dS^T Q (the scale at the end)
+        T pa[Shape::A], sa[Shape::A];
+        for (int e = 0; e < Shape::A; ++e) {
+          const int at = (w0 + Shape::a_row(ln, e)) * kLdP + kk * Shape::K + Shape::a_col(ln, e);
+          pa[e] = T::from_bits(pz[at]), sa[e] = T::from_bits(dss[at]);
+        }
+        for (int f = 0; f < FD; ++f) {
+          T ob[Shape::B], qb[Shape::B];
+          for (int e = 0; e < Shape::B; ++e) {
+            const int at = (kk * Shape::K + Shape::b_row(ln, e)) * kLd + f * Shape::N + Shape::b_col(ln, e);
+            ob[e] = T::from_bits(dos[at]), qb[e] = T::from_bits(qs[at]);
+          }
+          mma<Shape, T>(dvf[f], pa, ob);
+          mma<Shape, T>(dkf[f], sa, qb);
+        }
+      }
+      sync_threads();  // before the next query tile overwrites the shared tiles
+    }
+    for (int f = 0; f < FD; ++f) {
+      for (int e = 0; e < Shape::C; ++e) {
+        const int64_t j = j0 + w0 + Shape::c_row(ln, e);
+        const int x = f * Shape::N + Shape::c_col(ln, e);
+        if (j >= a.tk) continue;
+        if (x < a.d) dk[(bh * a.tk + j) * a.d + x] = static_cast<T>(dkf[f][e] * scale);
+        if (x < a.dv) dv[(bh * a.tk + j) * a.dv + x] = static_cast<T>(dvf[f][e]);
+      }
+    }
+  }
+}
+
+template <class Shape, class T, int kD>
+TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
+                                       T* dq) {
+  constexpr int kRows = 4 * Shape::M, kLd = kD + 8, kLdP = kTile + 8;
+  constexpr int FS = kTile / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kTile / Shape::K;
+  TESSERA_SHARED_ARRAY(uint16_t, ks, kTile * kLd);
+  TESSERA_SHARED_ARRAY(uint16_t, vs, kTile * kLd);
+  TESSERA_SHARED_ARRAY(uint16_t, dss, kRows * kLdP);
+  const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
+  const int threads = static_cast<int>(block_dim_x());
+  const float scale = static_cast<float>(a.scale);
+  const auto stage = [&](const T* src, int64_t nrows, int64_t width, int64_t r0, int nr, uint16_t* dst, int ld) {
+    for (int e = tid; e < nr * kD; e += threads) {
+      const int r = e / kD, x = e % kD;
+      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x].bits : uint16_t{0};
+    }
+  };
+  const int64_t qtiles = (a.tq + kRows - 1) / kRows;
+  for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
+    const int64_t bh = tile / qtiles, i0 = (tile % qtiles) * kRows;
+    T qf[KD][Shape::A], of[KD][Shape::A];  // this warp's queries and output gradients (row = query)
+    for (int kk = 0; kk < KD; ++kk) {
+      for (int e = 0; e < Shape::A; ++e) {
+        const int64_t i = i0 + w0 + Shape::a_row(ln, e);
+        const int x = kk * Shape::K + Shape::a_col(ln, e);
+        qf[kk][e] = i < a.tq && x < a.d ? q[(bh * a.tq + i) * a.d + x] : T(0.0f);
+        of[kk][e] = i < a.tq && x < a.dv ? go[(bh * a.tq + i) * a.dv + x] : T(0.0f);
+      }
+    }
+    float dqf[FD][Shape::C];
+    for (int f = 0; f < FD; ++f)
+      for (int e = 0; e < Shape::C; ++e) dqf[f][e] = 0.0f;
+    const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
+    const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
+    for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
+      stage(k + bh * a.tk * a.d, a.tk, a.d, j0, kTile, ks, kLd);
+      stage(v + bh * a.tk * a.dv, a.tk, a.dv, j0, kTile, vs, kLd);
+      sync_threads();
+      for (int f = 0; f < FS; ++f) {  // S = Q K^T, dP = dO V^T
+        float sf[Shape::C] = {}, pf[Shape::C] = {};
+        for (int kk = 0; kk < KD; ++kk) {
+          T kb[Shape::B], vb[Shape::B];
+          for (int e = 0; e < Shape::B; ++e) {
+            const int at = (f * Shape::N + Shape::b_col(ln, e)) * kLd + kk * Shape::K + Shape::b_row(ln, e);
+            kb[e] = T::from_bits(ks[at]), vb[e] = T::from_bits(vs[at]);
+          }
+          mma<Shape, T>(sf, qf[kk], kb);
+          mma<Shape, T>(pf, of[kk], vb);
+        }
+        for (int e = 0; e < Shape::C; ++e) {
+          const int r = w0 + Shape::c_row(ln, e), cj = f * Shape::N + Shape::c_col(ln, e);
+          const int64_t i = i0 + r, j = j0 + cj;
+          float ds = 0.0f;
+          if (i < a.tq && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal)) {
+            const int64_t row = bh * a.tq + i;
+            const float lse_i = lse[row];
+            if (lse_i != -INFINITY) ds = ::expf(sf[e] * scale - lse_i) * (pf[e] * dropout_factor<float>(a, row, j) - delta[row]);
+          }
+          dss[r * kLdP + cj] = static_cast<T>(ds).bits;
+        }
+      }
+      sync_threads();
+      for (int kk = 0; kk < KT; ++kk) {  // dQ += dS K
+        T sa[Shape::A];
+        for (int e = 0; e < Shape::A; ++e) sa[e] = T::from_bits(dss[(w0 + Shape::a_row(ln, e)) * kLdP + kk * Shape::K + Shape::a_col(ln, e)]);
+        for (int f = 0; f < FD; ++f) {
+          T kb[Shape::B];
+          for (int e = 0; e < Shape::B; ++e) kb[e] = T::from_bits(ks[(kk * Shape::K + Shape::b_row(ln, e)) * kLd + f * Shape::N + Shape::b_col(ln, e)]);
+          mma<Shape, T>(dqf[f], sa, kb);
+        }
+      }
+      sync_threads();
+    }
+    for (int f = 0; f < FD; ++f) {
+      for (int e = 0; e < Shape::C; ++e) {
+        const int64_t i = i0 + w0 + Shape::c_row(ln, e);
+        const int x = f * Shape::N + Shape::c_col(ln, e);
+        if (i < a.tq && x < a.d) dq[(bh * a.tq + i) * a.d + x] = static_cast<T>(dqf[f][e] * scale);
+      }
+    }
+  }
+}
+
+// Launches the MMA backward (dK/dV and dQ) when T is 16-bit and the device has matrix units.
+template <class T, int kD>
+bool attention_bwd_mma(const AttnArgs& a, const T* go, const T* q, const T* k, const T* v, const compute_t<T>* lse, const compute_t<T>* delta,
+                       T* dq, T* dk, T* dv) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    const MmaKind kind = device_mma_kind();
+    const Grid kv_grid = tiles_grid(a.bh * ((a.tk + 63) / 64)), q_grid = tiles_grid(a.bh * ((a.tq + 63) / 64));
+#if !defined(__HIPCC__)
+    if (kind == MmaKind::mma_sync_16x8x16) {
+      launch(attn_dkdv_mma_kernel<MmaSync16x8x16, T, kD>, kv_grid, Grid{4 * 32}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+      launch(attn_dq_mma_kernel<MmaSync16x8x16, T, kD>, q_grid, Grid{4 * 32}, 0, true, a, go, q, k, v, lse, delta, dq);
+      return true;
+    }
+#endif
+#if !defined(__CUDACC__) || defined(__HIPCC__)
+    if (kind == MmaKind::mfma_16x16x16) {
+      launch(attn_dkdv_mma_kernel<Mfma16x16x16, T, kD>, kv_grid, Grid{4 * 64}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+      launch(attn_dq_mma_kernel<Mfma16x16x16, T, kD>, q_grid, Grid{4 * 64}, 0, true, a, go, q, k, v, lse, delta, dq);
+      return true;
+    }
+#endif
+    (void)kind, (void)kv_grid, (void)q_grid;
+  } else {
+    (void)a, (void)go, (void)q, (void)k, (void)v, (void)lse, (void)delta, (void)dq, (void)dk, (void)dv;
+  }
+  return false;
+}
+
 // Launches the MMA forward when T is 16-bit and the device has matrix units; false otherwise.
 template <class T, int kD> bool attention_fwd_mma(const AttnArgs& a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
@@ -429,6 +648,10 @@ void attention_bwd(const KernelCall& c) {
     constexpr int kRows = attn_rows<C, kD>();
     launch(attn_delta_kernel<T>, warp_row_blocks(a.bh * a.tq), Grid{kThreads}, 0, true, a.bh * a.tq, a.dv, ptr<const T>(go),
            ptr<const T>(o), ptr<C>(delta));
+    if (attention_bwd_mma<T, kD>(a, ptr<const T>(go), ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const C>(lse),
+                                 ptr<const C>(delta), ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), ptr<T>(c.outputs[2]))) {
+      return;
+    }
     launch(attn_dkdv_kernel<T, kD>, tiles_grid(a.bh * ((a.tk + kRows - 1) / kRows)), Grid{kAttnThreads}, 0, true, a, ptr<const T>(go),
            ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const C>(lse), ptr<const C>(delta), ptr<T>(c.outputs[1]),
            ptr<T>(c.outputs[2]));
