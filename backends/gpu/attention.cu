@@ -126,6 +126,16 @@ template <class T, int kD> TESSERA_GLOBAL void attn_fwd_kernel(AttnArgs a, const
   }
 }
 
+// rows x kD tile of 16-bit src (row stride `width`, rows [r0, r0 + rows)) into dst (row stride
+// ld) as raw bits, zeros outside the tensor: the MMA kernels' shared-memory operands.
+template <class T, int kD>
+TESSERA_DEVICE void stage_bits(const T* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld) {
+  for (int e = static_cast<int>(thread_x()); e < rows * kD; e += static_cast<int>(block_dim_x())) {
+    const int r = e / kD, x = e % kD;
+    dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x].bits : uint16_t{0};
+  }
+}
+
 // f16/bf16 forward on the matrix units (mma.h): 4 warps, 16 query rows each (one MMA tile
 // tall), Q held in A fragments for the whole key walk. Per key tile of 32: S = Q K^T by MMA,
 // staged in shared memory as f32; the row statistics as in the SIMT kernel (a lane per key,
@@ -146,17 +156,10 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
   TESSERA_SHARED_ARRAY(float, stat, 3 * kRows);  // m, l, alpha
   float *m = stat, *l = stat + kRows, *alpha = stat + 2 * kRows;
   const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
-  const int threads = static_cast<int>(block_dim_x());
-  const auto stage = [&](const T* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld) {
-    for (int e = tid; e < rows * kD; e += threads) {
-      const int r = e / kD, x = e % kD;
-      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x].bits : uint16_t{0};
-    }
-  };
   const int64_t qtiles = (a.tq + kRows - 1) / kRows;
   for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
     const int64_t bh = tile / qtiles, i0 = (tile % qtiles) * kRows;
-    stage(q + bh * a.tq * a.d, a.tq, a.d, i0, kRows, qs, kD);
+    stage_bits<T, kD>(q + bh * a.tq * a.d, a.tq, a.d, i0, kRows, qs, kD);
     if (tid < kRows) m[tid] = -INFINITY, l[tid] = 0;
     sync_threads();
     T qf[KD][Shape::A];
@@ -168,8 +171,8 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
     const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
     const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
     for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
-      stage(k + bh * a.tk * a.d, a.tk, a.d, j0, kTile, ks, kLd);
-      stage(v + bh * a.tk * a.dv, a.tk, a.dv, j0, kTile, vs, kLd);
+      stage_bits<T, kD>(k + bh * a.tk * a.d, a.tk, a.d, j0, kTile, ks, kLd);
+      stage_bits<T, kD>(v + bh * a.tk * a.dv, a.tk, a.dv, j0, kTile, vs, kLd);
       sync_threads();
       for (int f = 0; f < FS; ++f) {  // S = Q K^T: B[x][j] = K[j][x]
         float sf[Shape::C] = {};
@@ -241,14 +244,7 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
   TESSERA_SHARED_ARRAY(uint16_t, dss, kKeys * kLdP);
   TESSERA_SHARED_ARRAY(float, rows, 2 * kTile);  // lse, delta of the query tile
   const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
-  const int threads = static_cast<int>(block_dim_x());
   const float scale = static_cast<float>(a.scale);
-  const auto stage = [&](const T* src, int64_t nrows, int64_t width, int64_t r0, int nr, uint16_t* dst, int ld) {
-    for (int e = tid; e < nr * kD; e += threads) {
-      const int r = e / kD, x = e % kD;
-      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x].bits : uint16_t{0};
-    }
-  };
   const int64_t ktiles = (a.tk + kKeys - 1) / kKeys;
   for (int64_t tile = block_x(); tile < a.bh * ktiles; tile += grid_dim_x()) {
     const int64_t bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;
@@ -268,8 +264,8 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
     int64_t first = a.causal ? j0 - (a.tk - a.tq) : 0;
     first = first < 0 ? 0 : first / kTile * kTile;
     for (int64_t i0 = first; i0 < a.tq; i0 += kTile) {
-      stage(q + bh * a.tq * a.d, a.tq, a.d, i0, kTile, qs, kLd);
-      stage(go + bh * a.tq * a.dv, a.tq, a.dv, i0, kTile, dos, kLd);
+      stage_bits<T, kD>(q + bh * a.tq * a.d, a.tq, a.d, i0, kTile, qs, kLd);
+      stage_bits<T, kD>(go + bh * a.tq * a.dv, a.tq, a.dv, i0, kTile, dos, kLd);
       if (tid < kTile) {
         const bool in = i0 + tid < a.tq;
         rows[tid] = in ? lse[bh * a.tq + i0 + tid] : -INFINITY;
@@ -341,14 +337,7 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
   TESSERA_SHARED_ARRAY(uint16_t, vs, kTile * kLd);
   TESSERA_SHARED_ARRAY(uint16_t, dss, kRows * kLdP);
   const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
-  const int threads = static_cast<int>(block_dim_x());
   const float scale = static_cast<float>(a.scale);
-  const auto stage = [&](const T* src, int64_t nrows, int64_t width, int64_t r0, int nr, uint16_t* dst, int ld) {
-    for (int e = tid; e < nr * kD; e += threads) {
-      const int r = e / kD, x = e % kD;
-      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x].bits : uint16_t{0};
-    }
-  };
   const int64_t qtiles = (a.tq + kRows - 1) / kRows;
   for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
     const int64_t bh = tile / qtiles, i0 = (tile % qtiles) * kRows;
@@ -367,8 +356,8 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
     const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
     const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
     for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
-      stage(k + bh * a.tk * a.d, a.tk, a.d, j0, kTile, ks, kLd);
-      stage(v + bh * a.tk * a.dv, a.tk, a.dv, j0, kTile, vs, kLd);
+      stage_bits<T, kD>(k + bh * a.tk * a.d, a.tk, a.d, j0, kTile, ks, kLd);
+      stage_bits<T, kD>(v + bh * a.tk * a.dv, a.tk, a.dv, j0, kTile, vs, kLd);
       sync_threads();
       for (int f = 0; f < FS; ++f) {  // S = Q K^T, dP = dO V^T
         float sf[Shape::C] = {}, pf[Shape::C] = {};
@@ -420,23 +409,11 @@ template <class T, int kD>
 bool attention_bwd_mma(const AttnArgs& a, const T* go, const T* q, const T* k, const T* v, const compute_t<T>* lse, const compute_t<T>* delta,
                        T* dq, T* dk, T* dv) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    const MmaKind kind = device_mma_kind();
     const Grid kv_grid = tiles_grid(a.bh * ((a.tk + 63) / 64)), q_grid = tiles_grid(a.bh * ((a.tq + 63) / 64));
-#if !defined(__HIPCC__)
-    if (kind == MmaKind::mma_sync_16x8x16) {
-      launch(attn_dkdv_mma_kernel<MmaSync16x8x16, T, kD>, kv_grid, Grid{4 * 32}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
-      launch(attn_dq_mma_kernel<MmaSync16x8x16, T, kD>, q_grid, Grid{4 * 32}, 0, true, a, go, q, k, v, lse, delta, dq);
-      return true;
-    }
-#endif
-#if !defined(__CUDACC__) || defined(__HIPCC__)
-    if (kind == MmaKind::mfma_16x16x16) {
-      launch(attn_dkdv_mma_kernel<Mfma16x16x16, T, kD>, kv_grid, Grid{4 * 64}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
-      launch(attn_dq_mma_kernel<Mfma16x16x16, T, kD>, q_grid, Grid{4 * 64}, 0, true, a, go, q, k, v, lse, delta, dq);
-      return true;
-    }
-#endif
-    (void)kind, (void)kv_grid, (void)q_grid;
+    return with_mma_shape([&]<class Shape>() {
+      launch(attn_dkdv_mma_kernel<Shape, T, kD>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+      launch(attn_dq_mma_kernel<Shape, T, kD>, q_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dq);
+    });
   } else {
     (void)a, (void)go, (void)q, (void)k, (void)v, (void)lse, (void)delta, (void)dq, (void)dk, (void)dv;
   }
@@ -446,21 +423,10 @@ bool attention_bwd_mma(const AttnArgs& a, const T* go, const T* q, const T* k, c
 // Launches the MMA forward when T is 16-bit and the device has matrix units; false otherwise.
 template <class T, int kD> bool attention_fwd_mma(const AttnArgs& a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    const MmaKind kind = device_mma_kind();
     const int64_t tiles = a.bh * ((a.tq + 63) / 64);  // 4 x 16 rows per block for both shapes
-#if !defined(__HIPCC__)
-    if (kind == MmaKind::mma_sync_16x8x16) {
-      launch(attn_fwd_mma_kernel<MmaSync16x8x16, T, kD>, tiles_grid(tiles), Grid{4 * 32}, 0, true, a, q, k, v, o, lse);
-      return true;
-    }
-#endif
-#if !defined(__CUDACC__) || defined(__HIPCC__)
-    if (kind == MmaKind::mfma_16x16x16) {
-      launch(attn_fwd_mma_kernel<Mfma16x16x16, T, kD>, tiles_grid(tiles), Grid{4 * 64}, 0, true, a, q, k, v, o, lse);
-      return true;
-    }
-#endif
-    (void)kind, (void)tiles;
+    return with_mma_shape([&]<class Shape>() {
+      launch(attn_fwd_mma_kernel<Shape, T, kD>, tiles_grid(tiles), Grid{4 * Shape::Warp}, 0, true, a, q, k, v, o, lse);
+    });
   } else {
     (void)a, (void)q, (void)k, (void)v, (void)o, (void)lse;
   }

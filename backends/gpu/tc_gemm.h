@@ -107,28 +107,41 @@ TESSERA_GLOBAL void tc_gemm_kernel(const T* a, const T* b, T* c, const T* bias, 
 enum class MmaKind { none, mma_sync_16x8x16, mfma_16x16x16 };
 MmaKind device_mma_kind();
 
-/** Runs the tensor-core GEMM over `batches` batches; returns false (nothing launched) when the
- *  device has no matrix units for it, so the caller falls back to the SIMT GEMM. */
-template <class T> bool run_tc_gemm(const T* a, const T* b, T* c, const T* bias, GemmArgs g, int64_t batches) {
+/**
+ * Calls f.template operator()<Shape>() with the MMA shape of this device's matrix units (each
+ * vendor build instantiates only its own shape; the emulator both) and returns true, or
+ * returns false without calling it when the device has none. Kernels launch 4 * Shape::Warp
+ * threads per block.
+ */
+template <class F> bool with_mma_shape(F&& f) {
   const MmaKind kind = device_mma_kind();
-  if (kind == MmaKind::none) return false;
-  g.tiles_m = (g.m + kTcBM - 1) / kTcBM;
-  g.tiles_n = (g.n + kTcBN - 1) / kTcBN;
-  const int64_t blocks = batches * g.tiles_m * g.tiles_n;
-  TESSERA_CHECK(blocks < (int64_t{1} << 31), "matmul", "problem too large for one launch");
 #if !defined(__HIPCC__)
   if (kind == MmaKind::mma_sync_16x8x16) {
-    launch(tc_gemm_kernel<MmaSync16x8x16, T>, Grid{static_cast<unsigned>(blocks)}, Grid{4 * 32}, 0, true, a, b, c, bias, g);
+    f.template operator()<MmaSync16x8x16>();
     return true;
   }
 #endif
 #if !defined(__CUDACC__) || defined(__HIPCC__)
   if (kind == MmaKind::mfma_16x16x16) {
-    launch(tc_gemm_kernel<Mfma16x16x16, T>, Grid{static_cast<unsigned>(blocks)}, Grid{4 * 64}, 0, true, a, b, c, bias, g);
+    f.template operator()<Mfma16x16x16>();
     return true;
   }
 #endif
+  (void)kind;
   return false;
+}
+
+/** Runs the tensor-core GEMM over `batches` batches; returns false (nothing launched) when the
+ *  device has no matrix units for it, so the caller falls back to the SIMT GEMM. */
+template <class T> bool run_tc_gemm(const T* a, const T* b, T* c, const T* bias, GemmArgs g, int64_t batches) {
+  if (device_mma_kind() == MmaKind::none) return false;
+  g.tiles_m = (g.m + kTcBM - 1) / kTcBM;
+  g.tiles_n = (g.n + kTcBN - 1) / kTcBN;
+  const int64_t blocks = batches * g.tiles_m * g.tiles_n;
+  TESSERA_CHECK(blocks < (int64_t{1} << 31), "matmul", "problem too large for one launch");
+  return with_mma_shape([&]<class Shape>() {
+    launch(tc_gemm_kernel<Shape, T>, Grid{static_cast<unsigned>(blocks)}, Grid{4 * Shape::Warp}, 0, true, a, b, c, bias, g);
+  });
 }
 
 }  // namespace TESSERA_GPU_TARGET
