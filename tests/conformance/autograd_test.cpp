@@ -163,3 +163,42 @@ TEST_CASE("the engine accumulates, runs hooks, honours no_grad and frees the gra
   CHECK(f.grad().dtype() == DType::f32);
   CHECK(f.grad().to_vector<float>() == std::vector<float>{1, 2});
 }
+
+TEST_CASE("a leaf takes its gradient without a copy only when nothing else holds it") {
+  // Taken: mul's backward makes a fresh gradient that only the engine holds.
+  Tensor w = from_vector<double>({1, 2, 3}, {3}).to(device()).set_requires_grad();
+  const void* seen = nullptr;
+  w.register_hook([&](const Tensor& g) {
+    seen = g.data_ptr();
+    return Tensor();
+  });
+  sum(mul(w, w)).backward();
+  CHECK(w.grad().data_ptr() == seen);
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2, 4, 6});
+
+  // Copied: add's backward hands one tensor to both inputs, so updating one .grad in place (as
+  // optimizers and clipping do) must leave the other alone.
+  Tensor a = ones({3}, DType::f64, device()).set_requires_grad();
+  Tensor b = ones({3}, DType::f64, device()).set_requires_grad();
+  sum(mul(add(a, b), 2.0)).backward();
+  CHECK(a.grad().data_ptr() != b.grad().data_ptr());
+  a.grad().add_(1.0);
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{2, 2, 2});
+
+  // Copied: a hook that keeps the gradient keeps its own values.
+  Tensor v = ones({3}, DType::f64, device()).set_requires_grad();
+  Tensor kept;
+  v.register_hook([&](const Tensor& g) {
+    kept = g;
+    return Tensor();
+  });
+  sum(mul(v, 3.0)).backward();
+  v.grad().mul_(0.0);
+  CHECK(kept.to_vector<double>() == std::vector<double>{3, 3, 3});
+  // The user's own gradient passed to backward() is never taken either.
+  Tensor u = ones({3}, DType::f64, device()).set_requires_grad();
+  Tensor g = from_vector<double>({1, 2, 3}, {3}).to(device());
+  backward({u}, {g});
+  u.grad().zero_();
+  CHECK(g.to_vector<double>() == std::vector<double>{1, 2, 3});
+}

@@ -32,9 +32,14 @@ class AccumulateGrad final : public Node {
     if (auto impl = leaf_.lock()) {
       AutogradMeta& m = *impl->autograd;
       if (!m.grad.defined()) {
-        // A copy: incoming gradients may alias each other (add's vjp hands the same tensor to
-        // both inputs) and .grad is updated in place by optimizers and clipping.
-        m.grad = grad.clone();
+        // .grad is updated in place by optimizers and clipping, so it must not alias anything
+        // else: incoming gradients may (add's vjp hands the same tensor to both inputs; a hook
+        // may keep one). A gradient nothing else holds -- neither its tensor nor its storage --
+        // is taken as it is, as PyTorch's AccumulateGrad does; any other is copied (a full
+        // read and write of the parameter's size: a quarter of a max-pool's backward).
+        const bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+                                grad.is_contiguous() && !grad.requires_grad();
+        m.grad = sole_owner ? grad.detach() : grad.clone();
       } else {
         m.grad = add(m.grad, grad);
       }
