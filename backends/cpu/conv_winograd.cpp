@@ -45,6 +45,12 @@ void transform_weights(const Winograd3x3& a, float* u) {
   }
 }
 
+// Floats between the 16 transformed operands (V[e], M[e], the gradient's W[e]) of a block:
+// rows x tb plus one cache line. Unpadded, the stride was a multiple of 4 KiB for the CNN's
+// layers (32 x 160 x 4 B = 5 x 4 KiB), so the 16 streams that the transforms write and read in
+// step all fell in one L1 set (12 ways) and evicted each other.
+constexpr int64_t e_stride(int64_t rows, int64_t tb) { return rows * tb + 16; }
+
 struct TileBlock {
   int64_t count = 0;                          // tiles in this block
   std::vector<int64_t> img, y0, x0;           // per tile: sample and the patch's top-left input position
@@ -101,7 +107,8 @@ void transform_patches(const float* d, float* bd, int64_t tb, int64_t count, int
   for (int q = 0; q < 4; ++q) {
     input_stage(in(d, 0, q), in(d, 1, q), in(d, 2, q), in(d, 3, q), out(bd, 0, q), out(bd, 1, q), out(bd, 2, q), out(bd, 3, q), count);
   }
-  const auto ve = [&](int i, int j) { return v + ((i * 4 + j) * channels + c) * tb; };
+  const int64_t vs = e_stride(channels, tb);
+  const auto ve = [&](int i, int j) { return v + (i * 4 + j) * vs + c * tb; };
   for (int i = 0; i < 4; ++i) input_stage(in(bd, i, 0), in(bd, i, 1), in(bd, i, 2), in(bd, i, 3), ve(i, 0), ve(i, 1), ve(i, 2), ve(i, 3), count);
 }
 #endif
@@ -115,7 +122,8 @@ inline void output_stage(const float* __restrict m0, const float* __restrict m1,
 // Y = A^T M A for output channel o of every tile, A^T = [1 1 1 0; 0 1 -1 -1], then the 2x2
 // outputs (with the bias) written where they fall inside the output. s holds A^T M (8 rows).
 void output_tiles(const Winograd3x3& a, const TileBlock& b, const float* m, int64_t tb, int64_t o, float* s, float* y) {
-  const auto me = [&](int e) { return m + (e * a.o + o) * tb; };
+  const int64_t ms = e_stride(a.o, tb);
+  const auto me = [&](int e) { return m + e * ms + o * tb; };
   for (int q = 0; q < 4; ++q) output_stage(me(q), me(4 + q), me(8 + q), me(12 + q), s + q * tb, s + (4 + q) * tb, b.count);
   for (int i = 0; i < 2; ++i) {
     const float* r = s + 4 * i * tb;
@@ -155,7 +163,8 @@ void gather_transform_avx512(const Winograd3x3& a, const TileBlock& b, int64_t c
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i col_index[4] = {even, _mm512_add_epi32(even, _mm512_set1_epi32(1)), _mm512_add_epi32(even, _mm512_set1_epi32(2)),
                                 _mm512_add_epi32(even, _mm512_set1_epi32(3))};
-  const auto ve = [&](int e) { return v + (e * a.c + c) * tb; };
+  const int64_t vs = e_stride(a.c, tb);
+  const auto ve = [&](int e) { return v + e * vs + c * tb; };
   for (const TileBlock::Run& run : b.runs) {
     const float* plane = a.x + (b.img[run.first] * a.c + c) * a.h * a.w;
     for (int64_t done = 0; done < run.len; done += kChunk) {
@@ -258,7 +267,8 @@ void transform_grad_tiles(const Winograd3x3& a, const TileBlock& b, int64_t tb, 
   // (a, a + b, a - b, -b). Whole arrays at a time, as for the input transform.
   const auto row = [&](int i, int j) { return ady + (2 * i + j) * tb; };
   for (int j = 0; j < 2; ++j) grad_stage(dyt + j * tb, dyt + (2 + j) * tb, row(0, j), row(1, j), row(2, j), row(3, j), b.count);
-  const auto we = [&](int e) { return w + (e * a.o + o) * tb; };
+  const int64_t ws = e_stride(a.o, tb);
+  const auto we = [&](int e) { return w + e * ws + o * tb; };
   for (int i = 0; i < 4; ++i) grad_stage(row(i, 0), row(i, 1), we(4 * i), we(4 * i + 1), we(4 * i + 2), we(4 * i + 3), b.count);
 }
 }  // namespace
@@ -277,15 +287,16 @@ void winograd_conv3x3(const Winograd3x3& a) {
     float* patch = scratch(patch_buf, static_cast<size_t>(16 * tb));
     float* line = scratch(line_buf, static_cast<size_t>(2 * tb + 2));
     float* bd = scratch(bd_buf, static_cast<size_t>(16 * tb));
-    float* v = scratch(v_buf, static_cast<size_t>(16 * a.c * tb));
-    float* m = scratch(m_buf, static_cast<size_t>(16 * a.o * tb));
+    const int64_t vs = e_stride(a.c, tb), ms = e_stride(a.o, tb);
+    float* v = scratch(v_buf, static_cast<size_t>(16 * vs));
+    float* m = scratch(m_buf, static_cast<size_t>(16 * ms));
     float* y = scratch(y_buf, static_cast<size_t>(12 * tb));  // A^T M (8 rows), then Y (4)
     TileBlock blk;
     for (int64_t bi = b0; bi < b1; ++bi) {
       fill_block(a, bi * tb, tiles, tb, blk);
       for (int64_t c = 0; c < a.c; ++c) transform_input_channel(a, blk, c, tb, patch, line, bd, v);
       for (int64_t e = 0; e < 16; ++e) {
-        sgemm(a.o, blk.count, a.c, {u + e * a.o * a.c, DType::f32, a.c, 1}, {v + e * a.c * tb, DType::f32, tb, 1}, m + e * a.o * tb, tb,
+        sgemm(a.o, blk.count, a.c, {u + e * a.o * a.c, DType::f32, a.c, 1}, {v + e * vs, DType::f32, tb, 1}, m + e * ms, tb,
               {}, false);
       }
       for (int64_t o = 0; o < a.o; ++o) output_tiles(a, blk, m, tb, o, y + 4 * tb, y);
@@ -309,8 +320,9 @@ void winograd_conv3x3_weight_grad(const Winograd3x3& a) {
     float* patch = scratch(patch_buf, static_cast<size_t>(16 * tb));
     float* line = scratch(line_buf, static_cast<size_t>(2 * tb + 2));
     float* bd = scratch(bd_buf, static_cast<size_t>(16 * tb));
-    float* v = scratch(v_buf, static_cast<size_t>(16 * a.c * tb));
-    float* w = scratch(w_buf, static_cast<size_t>(16 * a.o * tb));
+    const int64_t vs = e_stride(a.c, tb), ws = e_stride(a.o, tb);
+    float* v = scratch(v_buf, static_cast<size_t>(16 * vs));
+    float* w = scratch(w_buf, static_cast<size_t>(16 * ws));
     float* prod = scratch(prod_buf, static_cast<size_t>(slot));
     TileBlock blk;
     for (int64_t ci = c0; ci < c1; ++ci) {
@@ -320,7 +332,7 @@ void winograd_conv3x3_weight_grad(const Winograd3x3& a) {
         for (int64_t c = 0; c < a.c; ++c) transform_input_channel(a, blk, c, tb, patch, line, bd, v);
         for (int64_t o = 0; o < a.o; ++o) transform_grad_tiles(a, blk, tb, o, patch, bd, w);
         for (int64_t e = 0; e < 16; ++e) {
-          sgemm(a.c, a.o, blk.count, {v + e * a.c * tb, DType::f32, tb, 1}, {w + e * a.o * tb, DType::f32, 1, tb}, prod + e * a.c * a.o, a.o, {},
+          sgemm(a.c, a.o, blk.count, {v + e * vs, DType::f32, tb, 1}, {w + e * ws, DType::f32, 1, tb}, prod + e * a.c * a.o, a.o, {},
                 false);
         }
         for (int64_t i = 0; i < slot; ++i) acc[i] += prod[i];
