@@ -16,6 +16,7 @@
 #include "tessera/nn/ddp.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/trainer.h"
+#include "tessera/profiler.h"
 
 namespace tessera::tools {
 namespace {
@@ -186,7 +187,18 @@ void add_train_command(CLI::App& app) {
       validate_train_args(a);
       return;
     }
-    run_train(a, *cmd);
+    if (a.profile.empty()) return run_train(a, *cmd);
+    profile::start();
+    try {
+      run_train(a, *cmd);
+    } catch (...) {
+      (void)profile::stop();  // the error is the news, not a half trace
+      throw;
+    }
+    const profile::Trace trace = profile::stop();
+    trace.write_chrome_json(a.profile);
+    if (!a.quiet) std::printf("profile: %zu spans on %zu tracks written to %s\n%s", trace.spans.size(), trace.tracks.size(), a.profile.c_str(),
+                              trace.summary_table().c_str());
   });
 }
 

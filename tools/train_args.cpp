@@ -69,6 +69,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
   cmd.add_flag("--reset-optimizer", a.reset_optimizer, "With --resume: load the model only and start the optimizer afresh");
   cmd.add_option("--json", a.json, "Write a JSON summary here");
+  cmd.add_option("--profile", a.profile, "Record a trace of the run (Chrome trace-event JSON: Perfetto, chrome://tracing) and print a per-op summary");
   cmd.add_option("--layers", a.layers, "gpt/lstm: layers")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
   cmd.add_option("--heads", a.heads, "gpt: attention heads")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
   cmd.add_option("--dim", a.dim, "gpt/lstm: model width")->check(CLI::Range(int64_t{1}, int64_t{65536}))->capture_default_str();
@@ -89,12 +90,18 @@ void validate_train_args(const TrainArgs& a) {
   }
   TESSERA_CHECK(!a.resume || !a.checkpoint.empty(), "train", "--resume needs --checkpoint");
   TESSERA_CHECK(!a.reset_optimizer || a.resume, "train", "--reset-optimizer needs --resume");
-  if (!a.checkpoint.empty()) nn::check_output_path(a.checkpoint, "train", "--checkpoint");
-  if (!a.json.empty()) nn::check_output_path(a.json, "train", "--json");
-  TESSERA_CHECK(a.checkpoint.empty() || a.json.empty() || !nn::same_file(a.checkpoint, a.json), "train",
-                "--checkpoint and --json name the same file '", a.json, "'");
+  const std::pair<const char*, const std::string*> outputs[] = {{"--checkpoint", &a.checkpoint}, {"--json", &a.json}, {"--profile", &a.profile}};
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    const auto& [flag, path] = outputs[i];
+    if (path->empty()) continue;
+    nn::check_output_path(*path, "train", flag);
+    for (size_t j = 0; j < i; ++j) {
+      TESSERA_CHECK(outputs[j].second->empty() || !nn::same_file(*outputs[j].second, *path), "train", outputs[j].first, " and ", flag,
+                    " name the same file '", *path, "'");
+    }
+  }
   // An output may not overwrite the training data.
-  for (const std::string* out : {&a.checkpoint, &a.json}) {
+  for (const std::string* out : {&a.checkpoint, &a.json, &a.profile}) {
     if (out->empty()) continue;
     for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
       for (const char* ext : {"", ".gz"}) {

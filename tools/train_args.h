@@ -13,7 +13,7 @@ namespace tessera::tools {
 
 struct TrainArgs {
   std::string model = "cnn", backend = "auto", optimizer = "adam", schedule = "cosine";
-  std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json;
+  std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json, profile;
   std::string precision = "f32", param_dtype = "f32", on_nonfinite = "stop";
   int64_t epochs = 5, batch_size = 128, limit = -1, test_limit = -1;
   double lr = 1e-3, weight_decay = 0.0;

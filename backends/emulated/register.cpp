@@ -87,6 +87,7 @@ class EmulatedEvent final : public Event {
     auto* es = dynamic_cast<EmulatedStream*>(&s);
     token_ = emu::record(es ? &es->queue() : nullptr);
   }
+  void record_on(emu::Queue* q) { token_ = emu::record(q); }  // nullptr: the default (synchronous) stream
   void synchronize() override { emu::drain_until(token_); }
   double elapsed_ms(const Event& start) const override {
     const auto& s = dynamic_cast<const EmulatedEvent&>(start);
@@ -209,6 +210,12 @@ class EmulatedBackend final : public Backend {
     return graph;
   }
   std::unique_ptr<Event> new_event(int) override { return std::make_unique<EmulatedEvent>(); }
+  std::unique_ptr<Event> record_profiler_event(int d, const void** stream_tag) override {
+    auto e = std::make_unique<EmulatedEvent>();
+    e->record_on(emu::current_queue(d));
+    *stream_tag = emu::current_queue(d);
+    return e;
+  }
   // "Pinned" memory is ordinary host memory here, but the loader takes the same path as on a GPU.
   void* allocate_pinned(size_t nbytes) override {
     ++pinned_allocations_;

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "tessera/backend/annotator.h"
 #include "tessera/backend/backend.h"
 #include "tessera/runtime.h"
 
@@ -202,6 +203,7 @@ class DeviceBackend final : public Backend {
     }
     register_all(kernels_);
     if (customize) customize(kernels_);  // vendor libraries replacing kernels (cuBLAS)
+    if (count_ > 0) profile::detail::register_annotator(&vendor::range_push, &vendor::range_pop);  // NVTX / roctx
   }
   const char* name() const override { return name_; }
   DeviceType device_type() const override { return type_; }
@@ -281,6 +283,12 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vs ? vs->handle() : vendor::current_stream()));
   }
   std::unique_ptr<Event> new_event(int d) override { return std::make_unique<VendorEvent>(d); }
+  std::unique_ptr<Event> record_profiler_event(int d, const void** tag) override {
+    auto e = std::make_unique<VendorEvent>(d);
+    TESSERA_GPU_CHECK(vendor::event_record(e->handle(), vendor::current_stream()));
+    *tag = stream_tag(vendor::current_stream());
+    return e;
+  }
 
   // Graph capture on a private stream (the per-thread default stream cannot be captured) that
   // first waits for the thread's current stream; the current stream is restored at the end.

@@ -20,10 +20,12 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #if defined(__HIPCC__)
+#include <dlfcn.h>
 #include <hip/hip_runtime.h>
 #define TESSERA_GPU_TARGET hip
 #else
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 #define TESSERA_GPU_TARGET cuda
 #endif
 #define TESSERA_GLOBAL __global__
@@ -88,6 +90,30 @@ struct DeviceProps {
 // The runtime calls the device backend (device_backend.cu) needs, one spelling per vendor.
 namespace vendor {
 #if defined(__HIPCC__)
+// roctx ranges (the profiler's scopes, for rocprof and Omnitrace): libroctx64 is part of
+// roctracer, which most ROCm hosts have and Debian does not, so it is looked up at run time.
+struct Roctx {
+  int (*push)(const char*) = nullptr;
+  int (*pop)() = nullptr;
+  Roctx() {
+    void* lib = dlopen("libroctx64.so.4", RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libroctx64.so", RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) return;
+    push = reinterpret_cast<int (*)(const char*)>(dlsym(lib, "roctxRangePushA"));
+    pop = reinterpret_cast<int (*)()>(dlsym(lib, "roctxRangePop"));
+    if (!push || !pop) push = nullptr, pop = nullptr;
+  }
+};
+inline const Roctx& roctx() {
+  static const Roctx r;
+  return r;
+}
+inline void range_push(const char* name) {
+  if (roctx().push) roctx().push(name);
+}
+inline void range_pop() {
+  if (roctx().pop) roctx().pop();
+}
 inline VendorError device_count(int* n) { return hipGetDeviceCount(n); }
 inline VendorError set_device(int d) { return hipSetDevice(d); }
 inline VendorError get_device(int* d) { return hipGetDevice(d); }
@@ -137,6 +163,10 @@ inline VendorError properties(int d, DeviceProps& out) {
   return e;
 }
 #else
+// NVTX ranges (Nsight Systems): NVTX 3 is header-only and costs a branch until a tool injects
+// itself, so no library is linked.
+inline void range_push(const char* name) { nvtxRangePushA(name); }
+inline void range_pop() { nvtxRangePop(); }
 inline VendorError device_count(int* n) { return cudaGetDeviceCount(n); }
 inline VendorError set_device(int d) { return cudaSetDevice(d); }
 inline VendorError get_device(int* d) { return cudaGetDevice(d); }

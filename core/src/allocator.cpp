@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "profiler_internal.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -97,6 +98,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
   live_blocks_.emplace(user, block);
   stats_.in_use_bytes += static_cast<int64_t>(block.bucket);
   if (stats_.in_use_bytes > stats_.peak_in_use_bytes) stats_.peak_in_use_bytes = stats_.in_use_bytes;
+  if (profile::detail::on()) profile::detail::add_counter("memory " + name_, static_cast<double>(stats_.in_use_bytes));
   return user;
 }
 
@@ -135,6 +137,7 @@ void CachingAllocator::deallocate(void* ptr) {
   live_blocks_.erase(it);
   if (block.guarded) check_guards_locked(block, static_cast<const char*>(ptr));
   stats_.in_use_bytes -= static_cast<int64_t>(block.bucket);
+  if (profile::detail::on()) profile::detail::add_counter("memory " + name_, static_cast<double>(stats_.in_use_bytes));
   if (block.cross_stream) {
     pending_blocks_.push_back(block);
     stats_.pending_bytes += static_cast<int64_t>(block.bucket);

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "tessera/graph.h"
+#include "tessera/profiler.h"
 
 namespace tessera::nn {
 
@@ -77,10 +79,12 @@ class StepGraph {
 Tensor Trainer::forward_backward(const Batch& b, int64_t grad_accumulation) {
   Tensor loss;
   {
+    const profile::Scope scope("forward");
     const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
     loss = loss_(model_.forward(b.x), b.y);
+    if (grad_accumulation > 1) loss = div(loss, static_cast<double>(grad_accumulation));
   }
-  if (grad_accumulation > 1) loss = div(loss, static_cast<double>(grad_accumulation));
+  const profile::Scope scope("backward");
   (scaler_ ? scaler_->scale(loss) : loss).backward();
   return loss;
 }
@@ -147,6 +151,7 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     auto step_start = Clock::now();
     while (train.next(b)) {
       if (batches % o.grad_accumulation == 0) step_start = Clock::now();
+      std::optional<profile::Scope> step_scope(std::in_place, "train step", "step");
       // Under DDP only the window's last backward reduces gradients; the others accumulate.
       const bool closes_window = (batches + 1) % o.grad_accumulation == 0 || batches + 1 == train.batches();
       Tensor loss;
@@ -156,7 +161,11 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
       } else {
         loss = graph ? graph->step(b, optimizer_.steps()) : forward_backward(b, o.grad_accumulation);
       }
-      const double l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
+      double l = 0;
+      {
+        const profile::Scope scope("loss to host");
+        l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
+      }
       ++batches;
       samples += b.y.numel();
       // With a GradScaler a non-finite loss is its business (it skips the step and backs off).
@@ -170,6 +179,7 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
       }
       const bool last = batches == train.batches();
       if (batches % o.grad_accumulation == 0 || last) {
+        const profile::Scope scope("optimizer");
         if (o.ddp) {
           o.ddp->finish_gradient_sync();
           const bool any_poisoned = o.ddp->any_rank(poisoned);
@@ -198,6 +208,7 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
         ++steps;
         if (o.on_step_end) o.on_step_end(optimizer_.steps(), l);
       }
+      step_scope.reset();
       if (o.progress) progress_bar(epoch + 1, o.epochs, batches, train.batches(), loss_sum / static_cast<double>(batches));
     }
     if (o.progress) std::fprintf(stderr, "\n");

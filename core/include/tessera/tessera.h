@@ -16,6 +16,7 @@
 #include "tessera/ops/optim.h"
 #include "tessera/ops/reduction.h"
 #include "tessera/ops/shape_ops.h"
+#include "tessera/profiler.h"
 #include "tessera/random.h"
 #include "tessera/runtime.h"
 #include "tessera/tensor.h"

@@ -3,9 +3,11 @@
 #include <atomic>
 #include <cmath>
 #include <unordered_map>
+#include <optional>
 #include <unordered_set>
 
 #include "record.h"
+#include "tessera/profiler.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduction.h"
@@ -188,7 +190,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       Tensor replaced = hook(grad);
       if (replaced.defined()) grad = replaced;
     }
+    std::optional<profile::Scope> span;  // built only while profiling: the name costs a string
+    if (profile::recording()) span.emplace(node->name() + " backward", "autograd");
     std::vector<Tensor> in_grads = node->apply(grad);
+    span.reset();
     if (g_anomaly.load(std::memory_order_relaxed)) {
       for (size_t i = 0; i < in_grads.size(); ++i) {
         TESSERA_CHECK(!in_grads[i].defined() || all_finite(in_grads[i]), "anomaly", "backward of '", node->name(),

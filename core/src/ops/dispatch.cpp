@@ -1,5 +1,6 @@
 #include "dispatch.h"
 
+#include "profiler_internal.h"
 #include "tessera/graph.h"
 
 #include "tessera/backend/registry.h"
@@ -44,6 +45,7 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
     int previous;
     ~DeviceGuard() { backend.set_current_device(previous); }
   } const guard{backend, backend.set_current_device(device.index)};
+  const profile::detail::KernelSpan span(op, backend, device, inputs, outputs);
   fn(KernelCall{op, inputs, outputs, attrs});
 }
 

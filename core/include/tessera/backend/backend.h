@@ -126,6 +126,17 @@ class Backend {
   virtual std::unique_ptr<Event> new_event(int device);
 
   /**
+   * (optional, the profiler) A new event recorded now on the calling thread's current stream of
+   * `device`, with that stream's tag in `*stream_tag` (nullptr: the default stream); nullptr
+   * where kernels have no timeline apart from the host's (host backends: a kernel's host span
+   * is its run time). Two of these around a launch give the kernel's device time.
+   */
+  virtual std::unique_ptr<Event> record_profiler_event(int device, const void** stream_tag) {
+    (void)device, (void)stream_tag;
+    return nullptr;
+  }
+
+  /**
    * (optional) Graph capture: between begin_capture and end_capture the calling thread's device
    * work on `device` (kernels, device copies) is recorded instead of run; a host
    * synchronisation in between is an error. The result replays the recorded work on the stream
