@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "metrics_log.h"
 #include "tessera/nn/file_io.h"
 #include "train_args.h"
 #include "tessera/dist.h"
@@ -136,7 +137,9 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   // f16 gradients underflow without loss scaling; bf16 has f32's exponent range and needs none.
   nn::GradScaler scaler(nn::GradScalerOptions{.enabled = precision == DType::f16});
   if (scaler.enabled()) to.scaler = &scaler;
+  int64_t epoch_now = 1;  // for --metrics
   to.on_epoch_end = [&](const nn::EpochStats& s) {
+    epoch_now = s.epoch + 1;
     if (a.quiet) return;
     std::printf("epoch %lld/%lld  train_loss %.4f  test_loss %.4f  test_acc %.2f%%  %.0f samples/s  step %.1f ms  (%.1f s)\n",
                 static_cast<long long>(s.epoch), static_cast<long long>(a.epochs), s.train_loss, s.test.loss,
@@ -144,7 +147,14 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     std::fflush(stdout);
   };
   std::vector<double> step_losses;
-  to.on_step_end = [&](int64_t, double loss) { step_losses.push_back(loss); };
+  MetricsLog metrics(rank == 0 ? a.metrics : std::string());
+  // The learning rate a step used: on_step_end runs after the scheduler moved it on.
+  double step_lr = optimizer->param_groups().front().options.lr;
+  to.on_step_end = [&](int64_t step, double loss) {
+    step_losses.push_back(loss);
+    metrics.step(step, epoch_now, loss, step_lr, a.batch_size, "samples", device);
+    step_lr = optimizer->param_groups().front().options.lr;
+  };
   nn::Trainer trainer(*model, *optimizer, scheduler.get());
   const auto t0 = std::chrono::steady_clock::now();
   const auto history = trainer.fit(train, &test, to);
@@ -187,6 +197,7 @@ void add_train_command(CLI::App& app) {
       validate_train_args(a);
       return;
     }
+    if (a.deterministic) set_deterministic(true);
     if (a.profile.empty()) return run_train(a, *cmd);
     profile::start();
     try {

@@ -64,11 +64,14 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--on-nonfinite", a.on_nonfinite, "NaN/Inf loss or gradient: stop (error naming the step) or skip the step")
       ->check(CLI::IsMember({"stop", "skip"}))->capture_default_str();
+  cmd.add_flag("--deterministic", a.deterministic,
+               "Bit-identical results from run to run, thread count and stream schedule (deterministic kernels; docs/determinism.md)");
   cmd.add_flag("--detect-anomaly", a.detect_anomaly, "Check every op's output and gradient; name the first to make a NaN/Inf (slow)");
   cmd.add_option("--checkpoint", a.checkpoint, "Checkpoint path (safetensors), written every epoch");
   cmd.add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
   cmd.add_flag("--reset-optimizer", a.reset_optimizer, "With --resume: load the model only and start the optimizer afresh");
   cmd.add_option("--json", a.json, "Write a JSON summary here");
+  cmd.add_option("--metrics", a.metrics, "Write one JSON line per optimizer step here (step, loss, lr, throughput, memory)");
   cmd.add_option("--profile", a.profile, "Record a trace of the run (Chrome trace-event JSON: Perfetto, chrome://tracing) and print a per-op summary");
   cmd.add_option("--layers", a.layers, "gpt/lstm: layers")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
   cmd.add_option("--heads", a.heads, "gpt: attention heads")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
@@ -90,7 +93,7 @@ void validate_train_args(const TrainArgs& a) {
   }
   TESSERA_CHECK(!a.resume || !a.checkpoint.empty(), "train", "--resume needs --checkpoint");
   TESSERA_CHECK(!a.reset_optimizer || a.resume, "train", "--reset-optimizer needs --resume");
-  const std::pair<const char*, const std::string*> outputs[] = {{"--checkpoint", &a.checkpoint}, {"--json", &a.json}, {"--profile", &a.profile}};
+  const std::pair<const char*, const std::string*> outputs[] = {{"--checkpoint", &a.checkpoint}, {"--json", &a.json}, {"--profile", &a.profile}, {"--metrics", &a.metrics}};
   for (size_t i = 0; i < std::size(outputs); ++i) {
     const auto& [flag, path] = outputs[i];
     if (path->empty()) continue;
@@ -101,7 +104,7 @@ void validate_train_args(const TrainArgs& a) {
     }
   }
   // An output may not overwrite the training data.
-  for (const std::string* out : {&a.checkpoint, &a.json, &a.profile}) {
+  for (const std::string* out : {&a.checkpoint, &a.json, &a.profile, &a.metrics}) {
     if (out->empty()) continue;
     for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
       for (const char* ext : {"", ".gz"}) {

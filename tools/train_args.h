@@ -13,13 +13,14 @@ namespace tessera::tools {
 
 struct TrainArgs {
   std::string model = "cnn", backend = "auto", optimizer = "adam", schedule = "cosine";
-  std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json, profile;
+  std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json, profile, metrics;
   std::string precision = "f32", param_dtype = "f32", on_nonfinite = "stop";
   int64_t epochs = 5, batch_size = 128, limit = -1, test_limit = -1;
   double lr = 1e-3, weight_decay = 0.0;
   int64_t seed = 0;
   int threads = 0, workers = 1;
   bool resume = false, quiet = false, graph = false, detect_anomaly = false, reset_optimizer = false;
+  bool deterministic = false;  ///< tessera::set_deterministic for the run
   bool distributed = false;  ///< data parallel over the MPI process group (run under mpirun)
   int local_rank = -1;       ///< device index per rank (default: the MPI local rank)
   // Language models (--model gpt|lstm): sizes and the step-based schedule.

@@ -11,6 +11,7 @@
 #include "tessera/nn/amp.h"
 #include "tessera/nn/file_io.h"
 #include "tessera/nn/lm_trainer.h"
+#include "metrics_log.h"
 #include "train_args.h"
 
 namespace tessera::tools {
@@ -66,7 +67,11 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
   o.metadata["model_config"] = model_config.dump();
   o.metadata["vocab"] = corpus.vocab.chars;
   std::vector<double> step_losses;
-  o.on_step = [&](int64_t, double loss) { step_losses.push_back(loss); };
+  MetricsLog metrics(!group || group->rank() == 0 ? a.metrics : std::string());
+  o.on_step = [&](int64_t step, double loss) {
+    step_losses.push_back(loss);
+    metrics.step(step, 0, loss, std::nullopt, a.batch_size * a.grad_accumulation * a.context, "tokens", device);
+  };
   if (!a.quiet) {
     std::printf("training %s (%lld parameters) on %s: %s, %lld characters (vocab %lld), %lld steps x %lld x %lld tokens, adamw lr %g wd %g\n",
                 a.model.c_str(), static_cast<long long>(model->num_parameters()), device.str().c_str(), corpus.source.c_str(),

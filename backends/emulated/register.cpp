@@ -210,6 +210,7 @@ class EmulatedBackend final : public Backend {
     return graph;
   }
   std::unique_ptr<Event> new_event(int) override { return std::make_unique<EmulatedEvent>(); }
+  std::vector<NondeterministicOp> nondeterministic_ops() const override { return gpu::emulated::nondeterministic_ops(); }
   std::unique_ptr<Event> record_profiler_event(int d, const void** stream_tag) override {
     auto e = std::make_unique<EmulatedEvent>();
     e->record_on(emu::current_queue(d));

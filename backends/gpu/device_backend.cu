@@ -283,6 +283,7 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vs ? vs->handle() : vendor::current_stream()));
   }
   std::unique_ptr<Event> new_event(int d) override { return std::make_unique<VendorEvent>(d); }
+  std::vector<NondeterministicOp> nondeterministic_ops() const override { return gpu::nondeterministic_ops(); }
   std::unique_ptr<Event> record_profiler_event(int d, const void** tag) override {
     auto e = std::make_unique<VendorEvent>(d);
     TESSERA_GPU_CHECK(vendor::event_record(e->handle(), vendor::current_stream()));

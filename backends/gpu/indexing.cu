@@ -1,5 +1,6 @@
 // index_select, gather (one thread per output element) and scatter_add (atomic adds:
-// duplicate indices accumulate; the order of float additions is unspecified on real GPUs).
+// duplicate indices accumulate; the order of float additions is unspecified on real GPUs, so in
+// deterministic mode a line kernel without atomics runs instead).
 // Indices are validated on the device: an index out of range is reported through the device
 // error slot (raised at the next host sync) and reads as 0; scatter_add validates every index
 // in a first pass and its adds skip when any is bad, so the destination is left untouched.
@@ -7,6 +8,7 @@
 #include "common.h"
 #include "kernels.h"
 #include "tessera/ops/reduction.h"
+#include "tessera/runtime.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
@@ -54,6 +56,22 @@ TESSERA_GLOBAL void scatter_add_kernel(int64_t n, T* x, const I* index, const T*
   }
 }
 
+// Deterministic mode (tessera::set_deterministic): one thread per line -- the index positions
+// along `axis` with the other coordinates fixed -- adding its sources in index order. Lines
+// write disjoint destinations (they differ off the axis), so no atomics are needed and the sums
+// are the same on every run, schedule and grid; the price is parallelism (one thread per line:
+// 128 for a width-128 embedding's gradient, each walking every token).
+template <class T, class I>
+TESSERA_GLOBAL void scatter_add_lines_kernel(int64_t lines, int64_t len, T* x, const I* index, const T* src, int64_t x_axis_stride,
+                                             int64_t index_step, int64_t src_step, Indexer<3> ix, const DeviceErrorSlot* errors) {
+  if (device_error_pending(errors)) return;
+  for (int64_t line = global_index(); line < lines; line += grid_stride()) {
+    int64_t o[3];
+    ix.offsets(line, o);
+    for (int64_t i = 0; i < len; ++i) x[o[0] + static_cast<int64_t>(index[o[1] + i * index_step]) * x_axis_stride] += src[o[2] + i * src_step];
+  }
+}
+
 // gather with an explicit index tensor shaped like the output.
 void gather_into(Tensor& out, const Tensor& x, const Tensor& index, int64_t axis, OpId op) {
   int64_t axis_stride = 0;
@@ -90,6 +108,18 @@ void scatter_add_op(const KernelCall& c) {
            x.dim() ? x.size(axis) : int64_t{1}, make_indexer<1>(index.shape(), {&index}), errors, device_error_code(OpId::ScatterAdd),
            axis);
   });
+  if (deterministic() && index.dim() > 0) {
+    const int64_t len = index.size(axis);
+    const Tensor xl = xview.narrow(axis, 0, 1), il = index.narrow(axis, 0, 1), sl = src.narrow(axis, 0, 1);
+    auto lines = [&]<class T>() {
+      dispatch_index(index.dtype(), [&]<class I>() {
+        launch(scatter_add_lines_kernel<T, I>, blocks_for(il.numel()), Grid{kThreads}, 0, false, il.numel(), len, ptr<T>(xview),
+               ptr<const I>(index), ptr<const T>(src), axis_stride, index.strides()[axis], src.strides()[axis],
+               make_indexer<3>(il.shape(), {&xl, &il, &sl}), errors);
+      });
+    };
+    return backend_common::dispatch_scatter(x.dtype(), lines);
+  }
   auto run = [&]<class T>() {
     dispatch_index(index.dtype(), [&]<class I>() {
       launch(scatter_add_kernel<T, I>, blocks_for(index.numel()), Grid{kThreads}, 0, false, index.numel(), ptr<T>(xview),

@@ -1,6 +1,5 @@
 // index_select and gather (one iteration per output element, bounds checked on the host
-// first) and scatter_add (Kokkos atomics: duplicate indices accumulate; the order of float
-// additions is unspecified with real parallelism).
+// first) and scatter_add (one iteration per line along the axis: deterministic, no atomics).
 #include "../common/index_views.h"
 #include "common.h"
 

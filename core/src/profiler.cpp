@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "tessera/backend/registry.h"
 #include "tessera/error.h"
 #include "tessera/graph.h"
+#include "tessera/telemetry.h"
 #include "tessera/tensor.h"
 
 namespace tessera::profile {
@@ -44,6 +46,7 @@ struct ThreadBuffer {
   uint64_t generation = 0;
   std::thread::id thread;
   int index = 0;  // creation order: the track id
+  std::string label;  // the track's name when not the main thread ("telemetry")
   std::vector<Span> spans;
   std::vector<CounterSample> counters;
   std::vector<PendingDevice> device;
@@ -255,6 +258,68 @@ void resolve_device_spans(std::vector<PendingDevice>& pending, Trace& trace, int
   }
 }
 
+// Telemetry as counter tracks while recording: the host process's resident memory and CPU use
+// and, where NVML or ROCm SMI loaded, each GPU's utilisation, memory, power and temperature,
+// every 50 ms on a thread of its own.
+class Sampler {
+ public:
+  void start() {
+    stop_ = false;
+    thread_ = std::thread([this] { run(); });
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void sample() {
+    const telemetry::HostReading h = telemetry::host();
+    add_counter("host resident bytes", static_cast<double>(h.rss_bytes));
+    add_counter("host cpu %", h.cpu_utilization_pct);
+    for (const telemetry::GpuSource& s : gpus_) {
+      const telemetry::GpuSource now = s.name == "nvml" ? telemetry::nvml(s.library) : telemetry::rocm_smi(s.library);
+      for (const auto& d : now.devices) {
+        const std::string at = s.name + ":" + std::to_string(d.index) + " ";
+        if (d.utilization_pct) add_counter(at + "utilization %", *d.utilization_pct);
+        if (d.memory_used_bytes) add_counter(at + "memory used bytes", *d.memory_used_bytes);
+        if (d.power_w) add_counter(at + "power W", *d.power_w);
+        if (d.temperature_c) add_counter(at + "temperature C", *d.temperature_c);
+      }
+    }
+  }
+  void run() {
+    with_buffer([](ThreadBuffer& b) { b.label = "telemetry"; });
+    gpus_.clear();
+    for (telemetry::GpuSource s : {telemetry::nvml(), telemetry::rocm_smi()}) {
+      if (s.available) gpus_.push_back(std::move(s));
+    }
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      lock.unlock();
+      sample();
+      lock.lock();
+      wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_; });
+    }
+    lock.unlock();
+    sample();  // the last reading at the end of the profile
+  }
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::vector<telemetry::GpuSource> gpus_;
+};
+
+Sampler& sampler() {
+  static Sampler* s = new Sampler;
+  return *s;
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -268,9 +333,12 @@ void start() {
   detail::g_generation.fetch_add(1, std::memory_order_acq_rel);
   detail::g_origin_ns.store(detail::clock_ns(), std::memory_order_relaxed);
   detail::g_recording.store(true, std::memory_order_release);
+  detail::sampler().start();
 }
 
 Trace stop() {
+  TESSERA_CHECK(detail::on(), "profile::stop", "no profile is recording (call profile::start first)");
+  detail::sampler().stop();
   detail::Registry& r = detail::registry();
   Trace trace;
   std::vector<detail::PendingDevice> pending;
@@ -286,7 +354,7 @@ Trace stop() {
       if (b->generation != gen) continue;
       if (b->spans.empty() && b->counters.empty() && b->device.empty()) continue;
       const bool main = b->thread == r.starter;
-      trace.tracks.push_back(Track{b->index, main ? "main thread" : "thread " + std::to_string(++workers)});
+      trace.tracks.push_back(Track{b->index, main ? "main thread" : !b->label.empty() ? b->label : "thread " + std::to_string(++workers)});
       std::move(b->spans.begin(), b->spans.end(), std::back_inserter(trace.spans));
       std::move(b->counters.begin(), b->counters.end(), std::back_inserter(trace.counters));
       std::move(b->device.begin(), b->device.end(), std::back_inserter(pending));

@@ -64,7 +64,7 @@ std::string Trace::chrome_json() const {
   for (const CounterSample& c : counters) {
     out += ",\n{\"ph\": \"C\", \"name\": ";
     append_string(out, c.name);
-    out += ", \"pid\": 1, \"tid\": 0, \"ts\": " + micros(c.t_ns) + ", \"args\": {\"bytes\": " + number(c.value) + "}}";
+    out += ", \"pid\": 1, \"tid\": 0, \"ts\": " + micros(c.t_ns) + ", \"args\": {\"value\": " + number(c.value) + "}}";
   }
   out += "\n]}\n";
   return out;

@@ -135,6 +135,16 @@ static std::atomic<bool>& fused_flag() {
 void set_allow_tf32(bool allow) { tf32_flag() = allow; }
 void set_fused_kernels(bool on) { fused_flag() = on; }
 bool fused_kernels() { return fused_flag(); }
+
+static std::atomic<bool>& deterministic_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* e = std::getenv("TESSERA_DETERMINISTIC");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  return flag;
+}
+void set_deterministic(bool on) { deterministic_flag() = on; }
+bool deterministic() { return deterministic_flag(); }
 bool allow_tf32() { return tf32_flag(); }
 
 namespace {

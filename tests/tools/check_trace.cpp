@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
       tracks[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(s);
     } else if (ph == "C") {
       counters.insert(e.at("name").get<std::string>());
-      if (!e["args"].contains("bytes")) return fail("counter without a value");
+      if (!e["args"].contains("value")) return fail("counter without a value");
     } else if (ph == "M" && e.at("name") == "thread_name") {
       ++thread_names[e["args"]["name"]];
     }
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   if (std::none_of(counters.begin(), counters.end(), [](const std::string& c) { return c.rfind("memory ", 0) == 0; }))
     return fail("no memory counter track");
   if (!thread_names.count("main thread")) return fail("no track named 'main thread'");
+  if (!counters.count("host resident bytes")) return fail("no host telemetry counter");
 
   // Nesting: in file order per track (sorted by start, longer first), each span lies inside the
   // innermost open span or starts after it ended. 1 us of slack for the microsecond rounding.

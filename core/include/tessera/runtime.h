@@ -32,6 +32,16 @@ bool allow_tf32();
  */
 void set_fused_kernels(bool on);
 bool fused_kernels();
+/**
+ * Deterministic mode (off by default; TESSERA_DETERMINISTIC=1 sets the initial value to on):
+ * every op gives bit-identical results from run to run on the same device, whatever the thread
+ * count, the stream schedule or the launch geometry. Ops whose fast path is not (float atomics:
+ * scatter_add and so embedding and index_select gradients on GPUs) switch to a deterministic
+ * kernel; an op with no deterministic path raises tessera::Error naming it. Which ops switch, per
+ * backend: docs/determinism.md (from `tessera info --determinism`).
+ */
+void set_deterministic(bool on);
+bool deterministic();
 
 /** Waits for all queued work on `device`. */
 void synchronize(Device device = kCPU);

@@ -17,6 +17,7 @@
 #include "tessera/ops/reduction.h"
 #include "tessera/ops/shape_ops.h"
 #include "tessera/profiler.h"
+#include "tessera/telemetry.h"
 #include "tessera/random.h"
 #include "tessera/runtime.h"
 #include "tessera/tensor.h"

@@ -24,6 +24,14 @@ struct DeviceInfo {
 
 class Event;
 
+/** An op whose results may differ between runs of one backend, and what deterministic mode
+ *  (tessera::set_deterministic) does about it; docs/determinism.md is generated from these. */
+struct NondeterministicOp {
+  OpId op;
+  std::string cause;               ///< "float atomic adds land in arrival order"
+  std::string deterministic_mode;  ///< "a line kernel without atomics", or "error"
+};
+
 /** An ordered queue of work on one device. */
 class Stream {
  public:
@@ -124,6 +132,10 @@ class Backend {
   virtual std::unique_ptr<Stream> new_stream(int device);
   /** (optional) A new event; the default records host time. */
   virtual std::unique_ptr<Event> new_event(int device);
+
+  /** (optional) The ops whose results may vary between runs (default: none; every kernel is
+   *  run-to-run deterministic whatever the thread count). */
+  virtual std::vector<NondeterministicOp> nondeterministic_ops() const { return {}; }
 
   /**
    * (optional, the profiler) A new event recorded now on the calling thread's current stream of
