@@ -48,6 +48,10 @@ struct Case {
   /** Also record the allocator's peak bytes of one call of the engine and of the peer (a peer
    *  that runs on the engine's device, such as the unfused composition). */
   bool peak_memory = false;
+  /** The correctness gate (checks.h): runs the op once against a reference; an error message
+   *  makes the case "wrong" and untimed. Unset: "unchecked" (whole training steps, in-place
+   *  updates). */
+  std::function<std::optional<std::string>()> check = nullptr;
 };
 
 struct Record {
@@ -58,6 +62,8 @@ struct Record {
   std::string peer;
   double peer_median_s = 0, ratio = 0;  // ratio = peer time / engine time (> 1: Tessera faster)
   int64_t peak_bytes = -1, peer_peak_bytes = -1;  // -1: not measured (Case::peak_memory)
+  std::string status = "unchecked";  ///< "ok", "wrong" (not timed) or "unchecked" (no reference)
+  std::string wrong;                 ///< why, when wrong
 };
 
 /** Peak FLOP/s and bandwidth of a device; 0 when unknown. */

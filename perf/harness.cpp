@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
+#include "checks.h"
 #include "peer_info.h"
 #include "tessera/backend/backend.h"
 #include "tessera/backend/registry.h"
@@ -83,9 +84,22 @@ int64_t peak_bytes_of(const Body& body, Device dev) {
 }
 
 Record measure(const Case& c, Device dev, const std::string& device_name, const Peak& peak, bool quick) {
-  const Samples s = time_case(c, dev, quick);
   Record r;
   r.suite = c.suite, r.name = c.name, r.backend = device_type_name(dev.type), r.device = device_name, r.dtype = c.dtype, r.shape = c.shape;
+  if (c.check) {
+    std::optional<std::string> error;
+    try {
+      error = c.check();
+    } catch (const std::exception& e) {
+      error = std::string("threw: ") + e.what();
+    }
+    r.status = error ? "wrong" : "ok";
+    if (error) {
+      r.wrong = *error;
+      return r;  // never timed: a wrong result must not read as a fast one
+    }
+  }
+  const Samples s = time_case(c, dev, quick);
   r.median_s = median(s.engine);
   r.min_s = *std::min_element(s.engine.begin(), s.engine.end());
   r.max_s = *std::max_element(s.engine.begin(), s.engine.end());
@@ -109,6 +123,12 @@ Record measure(const Case& c, Device dev, const std::string& device_name, const 
 }
 
 void print_row(const Record& r) {
+  if (r.status == "wrong") {
+    std::printf("%-11s %-18s %-8s %-8s %-18s WRONG: %s\n", r.suite.c_str(), r.name.c_str(), r.backend.c_str(), r.dtype.c_str(),
+                shape_text(r.shape).c_str(), r.wrong.c_str());
+    std::fflush(stdout);
+    return;
+  }
   char rate[32] = "", pct[16] = "", peer[48] = "";
   if (r.gflops > 0) std::snprintf(rate, sizeof rate, "%.1f GF/s", r.gflops);
   else if (r.gbps > 0) std::snprintf(rate, sizeof rate, "%.1f GB/s", r.gbps);
@@ -153,6 +173,7 @@ std::vector<Device> selected_devices(const Options& o) {
 
 std::vector<Record> run(const Options& o) {
   if (o.threads > 0) set_num_threads(o.threads);
+  plant_wrong_kernel_from_env();
   const int threads = num_threads();
   const peers::LibraryInfo libs = peers::library_info();
   if (!libs.openblas_version.empty()) {
@@ -190,6 +211,8 @@ std::vector<Record> run(const Options& o) {
 
 void write_json(const std::vector<Record>& records, const std::string& path, const Options& o) {
   nlohmann::json arr = nlohmann::json::array();
+  nlohmann::json system = {{"tessera_version", TESSERA_VERSION_TEXT}, {"threads", num_threads()}, {"quick", o.quick},
+                           {"cores", static_cast<int>(std::thread::hardware_concurrency())}, {"devices", nlohmann::json::array()}};
   const peers::LibraryInfo libs = peers::library_info();
   // What each peer is, so a ratio can be judged: the library version and the OpenBLAS core
   // under it (libtorch's matmuls run on the same OpenBLAS), and any fallback warning.
@@ -206,13 +229,34 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
       if (key == "simd (kernels)") cpu_isa = value;
     }
   }
+  system["cpu_kernels"] = cpu_isa;
+  system["libraries"] = {{"openblas", libs.openblas_version}, {"openblas_core", libs.openblas_core}, {"onednn", libs.onednn_version},
+                         {"libtorch", libs.torch_version}};
+  for (Backend* b : registered_backends()) {
+    for (int i = 0; i < b->device_count(); ++i) {
+      const DeviceInfo info = b->device_info(i);
+      nlohmann::json dj = {{"device", Device(b->device_type(), i).str()}, {"name", info.name}, {"memory_bytes", info.total_memory},
+                           {"compute_units", info.compute_units}};
+      for (const auto& [k, v] : b->build_info()) dj["build"][k] = v;
+      system["devices"].push_back(dj);
+    }
+  }
   for (const Record& r : records) {
+    if (r.status == "wrong") {  // untimed: no numbers that could be read as a result
+      arr.push_back({{"suite", r.suite}, {"case", r.name}, {"backend", r.backend}, {"device", r.device}, {"dtype", r.dtype}, {"shape", r.shape},
+                     {"status", "wrong"}, {"wrong", r.wrong}, {"median_s", nullptr}, {"min_s", nullptr}, {"max_s", nullptr},
+                     {"pct_of_peak", nullptr}, {"peer", nullptr}, {"peer_median_s", nullptr}, {"ratio", nullptr}, {"threads", num_threads()},
+                     {"quick", o.quick}});
+      continue;
+    }
     nlohmann::json j{{"suite", r.suite}, {"case", r.name}, {"backend", r.backend}, {"device", r.device}, {"dtype", r.dtype},
                      {"shape", r.shape}, {"median_s", r.median_s}, {"min_s", r.min_s}, {"max_s", r.max_s},
-                     {"threads", num_threads()}, {"quick", o.quick}};
+                     {"threads", num_threads()}, {"quick", o.quick}, {"status", r.status}};
     if (r.gflops > 0) j["gflops"] = r.gflops;
     if (r.gbps > 0) j["gbps"] = r.gbps;
     j["pct_of_peak"] = r.pct_of_peak >= 0 ? nlohmann::json(r.pct_of_peak) : nlohmann::json(nullptr);
+    // Whole training steps with counted FLOPs: their % of peak is the model FLOPs utilisation.
+    if (r.name.find("step") != std::string::npos && r.gflops > 0 && r.pct_of_peak >= 0) j["mfu_pct"] = r.pct_of_peak;
     j["peer"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.peer);
     j["peer_median_s"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.peer_median_s);
     j["ratio"] = r.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.ratio);
@@ -226,7 +270,8 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
     }
     arr.push_back(j);
   }
-  write_file_atomically(arr.dump(1) + "\n", path);
+  const nlohmann::json doc = {{"schema", "tessera-bench/1"}, {"system", system}, {"records", arr}};
+  write_file_atomically(doc.dump(1) + "\n", path);
 }
 
 // fsync'd, close() checked, renamed into place (nn/file_io.h): a full disk is an error, never

@@ -21,9 +21,15 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
+        # tessera-bench/1: {"schema", "system", "records"}; earlier files: the records alone.
+        if isinstance(data, dict) and str(data.get("schema", "")).startswith("tessera-bench/"):
+            data = data["records"]
         if not isinstance(data, list):
-            sys.exit(f"report: {path}: expected a JSON array of records")
+            sys.exit(f"report: {path}: expected tessera bench JSON (an object with records, or an array)")
         for r in data:
+            if r.get("status") == "wrong":  # the correctness gate failed it: no timings to report
+                print(f"report: {path}: {r['case']} {r['dtype']} on {r['backend']} is WRONG: {r.get('wrong', '')}", file=sys.stderr)
+                continue
             for key in ("suite", "case", "backend", "device", "dtype", "shape", "median_s"):
                 if key not in r:
                     sys.exit(f"report: {path}: record without '{key}': {r}")

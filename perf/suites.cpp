@@ -3,9 +3,12 @@
 // elementwise ops, reductions, softmax, layer_norm, the CNN's second convolution, pooling,
 // embedding, the fused Adam update, whole MLP and CNN training steps and tiny-op overhead.
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <memory>
 
 #include "bench.h"
+#include "checks.h"
 #include "tessera/autocast.h"
 #include "peers.h"
 #include "tessera/nn/models.h"
@@ -23,6 +26,11 @@ struct Ctx {
 
 std::string dtype_name_short(DType dt) { return dt == DType::bf16 ? "bf16" : dt == DType::f16 ? "f16" : "f32"; }
 
+// f32 dot products: 2e-5 of the sum of |terms| (blocked f32 sums of up to 4096 terms stay well
+// inside; a kernel 1% off does not).
+constexpr Tolerance kDotF32{1e-6, 1e-6, 2e-5};
+double gelu_ref(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+
 template <class... T> std::shared_ptr<std::vector<Tensor>> keep(T... ts) { return std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{ts...}); }
 
 void gemm_cases(const Ctx& c, std::vector<Case>& out) {
@@ -32,6 +40,7 @@ void gemm_cases(const Ctx& c, std::vector<Case>& out) {
     auto t = keep(randn({n, n}, DType::f32, c.dev), randn({n, n}, DType::f32, c.dev));
     Case k{"gemm", "matmul", "f32", {n, n, n}, 2.0 * n * n * n, 0, 1, [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt};
     k.peer = c.on_cpu ? peers::openblas_sgemm(n, n, n, c.threads) : peers::vendor_sgemm(c.dev, n, n, n);
+    k.check = matmul_check((*t)[0], (*t)[1], false, Tensor(), false, [t] { return matmul((*t)[0], (*t)[1]); }, kDotF32);
     out.push_back(k);
   }
   // 16-bit GEMMs (f32 accumulation) next to the f32 ones above; bf16 against oneDNN's bf16 GEMM.
@@ -41,6 +50,9 @@ void gemm_cases(const Ctx& c, std::vector<Case>& out) {
       Case k{"gemm", "matmul", std::string(dt == DType::bf16 ? "bf16" : "f16"), {n, n, n}, 2.0 * n * n * n, 0, 1,
              [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt};
       if (c.on_cpu && dt == DType::bf16) k.peer = peers::onednn_bf16_gemm(n, n, n, c.threads);
+      // Inputs are exact in double; the f32 sum is rounded once to the 16-bit output.
+      k.check = matmul_check((*t)[0], (*t)[1], false, Tensor(), false, [t] { return matmul((*t)[0], (*t)[1]); },
+                             Tolerance{dt == DType::bf16 ? 4e-3 : 5e-4, 1e-6, 2e-5});
       out.push_back(k);
     }
   }
@@ -51,6 +63,7 @@ void gemm_cases(const Ctx& c, std::vector<Case>& out) {
     Case k{"gemm", "mlp_linear_relu", "f32", {b, outf, in}, 2.0 * b * in * outf, 0, 1,
            [t] { (void)linear((*t)[0], (*t)[1], (*t)[2], Activation::relu); }, std::nullopt};
     if (c.on_cpu) k.peer = peers::openblas_sgemm(b, outf, in, c.threads);
+    k.check = matmul_check((*t)[0], (*t)[1], true, (*t)[2], true, [t] { return linear((*t)[0], (*t)[1], (*t)[2], Activation::relu); }, kDotF32);
     out.push_back(k);
   }
 }
@@ -74,6 +87,21 @@ void elementwise_cases(const Ctx& c, std::vector<Case>& out) {
   out.push_back({"elementwise", "bias_gelu", "f32", {rows, cols}, 0, 2 * f, 1,
                  [t] { (void)bias_activation((*t)[2], (*t)[3], Activation::gelu); }, triad()});
   out.push_back({"elementwise", "bias_gelu_two_ops", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)gelu(add((*t)[2], (*t)[3])); }, triad()});
+  // The gate: each result against std:: functions in double.
+  const auto add_ref = [](double a, double b) { return a + b; };
+  const auto mul_ref = [](double a, double b) { return a * b; };
+  const auto bias_gelu_ref = [](double a, double b) { return gelu_ref(a + b); };
+  const std::vector<Check> checks = {
+      binary_check((*t)[0], (*t)[1], [](const Tensor& a, const Tensor& b) { return add(a, b); }, add_ref),
+      binary_check((*t)[0], (*t)[1], [](const Tensor& a, const Tensor& b) { return mul(a, b); }, mul_ref),
+      unary_check((*t)[0], [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }),
+      unary_check((*t)[0], [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }),
+      unary_check((*t)[0], [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }),
+      unary_check((*t)[0], [](const Tensor& x) { return gelu(x); }, gelu_ref),
+      binary_check((*t)[2], (*t)[3], [](const Tensor& a, const Tensor& b) { return add(a, b); }, add_ref),
+      binary_check((*t)[2], (*t)[3], [](const Tensor& a, const Tensor& b) { return bias_activation(a, b, Activation::gelu); }, bias_gelu_ref),
+      binary_check((*t)[2], (*t)[3], [](const Tensor& a, const Tensor& b) { return gelu(add(a, b)); }, bias_gelu_ref)};
+  for (size_t i = 0; i < checks.size(); ++i) out[out.size() - checks.size() + i].check = checks[i];
 }
 
 void reduction_cases(const Ctx& c, std::vector<Case>& out) {
@@ -87,6 +115,38 @@ void reduction_cases(const Ctx& c, std::vector<Case>& out) {
   auto triad = [&] { return c.on_cpu ? std::optional<Peer>(peers::stream_triad(n, c.threads)) : peers::device_copy(c.dev, n * 4); };
   out.push_back({"softmax", "softmax", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)softmax((*t)[1], -1); }, triad()});
   out.push_back({"layer_norm", "layer_norm", "f32", {rows, cols}, 0, 2 * f, 1, [t] { (void)layer_norm((*t)[1], 1); }, triad()});
+  out[out.size() - 5].check = [t] {
+    const auto x = host_values((*t)[0]);
+    double total = 0;
+    for (double v : x) total += v;
+    return compare_sampled(sum((*t)[0]), [&](int64_t, double*) { return total; }, Tolerance{1e-5, 0, 0});
+  };
+  // Row statistics in double, per sampled row (the rows are 1024 long).
+  const auto row_check = [t, cols](std::function<Tensor(const Tensor&)> op, std::function<double(const double*, int64_t, int64_t)> ref,
+                                   int64_t per_row, Tolerance tol) -> Check {
+    return [t, cols, op, ref, per_row, tol] {
+      const auto x = host_values((*t)[1]);
+      return compare_sampled(op((*t)[1]), [&](int64_t i, double*) { return ref(x.data() + i / per_row * cols, cols, i % per_row); }, tol);
+    };
+  };
+  const auto row_sum = [](const double* r, int64_t n, int64_t) { return std::accumulate(r, r + n, 0.0); };
+  const auto row_max = [](const double* r, int64_t n, int64_t) { return *std::max_element(r, r + n); };
+  const auto row_softmax = [](const double* r, int64_t n, int64_t j) {
+    const double m = *std::max_element(r, r + n);
+    double z = 0;
+    for (int64_t k = 0; k < n; ++k) z += std::exp(r[k] - m);
+    return std::exp(r[j] - m) / z;
+  };
+  const auto row_layer_norm = [](const double* r, int64_t n, int64_t j) {
+    const double mean = std::accumulate(r, r + n, 0.0) / static_cast<double>(n);
+    double var = 0;
+    for (int64_t k = 0; k < n; ++k) var += (r[k] - mean) * (r[k] - mean);
+    return (r[j] - mean) / std::sqrt(var / static_cast<double>(n) + 1e-5);
+  };
+  out[out.size() - 4].check = row_check([](const Tensor& x) { return sum(x, {1}); }, row_sum, 1, Tolerance{1e-5, 1e-6, 0});
+  out[out.size() - 3].check = row_check([](const Tensor& x) { return amax(x, {1}); }, row_max, 1, Tolerance{0, 0, 0});
+  out[out.size() - 2].check = row_check([](const Tensor& x) { return softmax(x, -1); }, row_softmax, cols, Tolerance{1e-5, 1e-9, 0});
+  out[out.size() - 1].check = row_check([](const Tensor& x) { return layer_norm(x, 1); }, row_layer_norm, cols, Tolerance{1e-4, 1e-5, 0});
 }
 
 void conv_cases(const Ctx& c, std::vector<Case>& out) {
@@ -100,6 +160,26 @@ void conv_cases(const Ctx& c, std::vector<Case>& out) {
   Case bwd{"conv", "conv2d_fwd_bwd", "f32", {b, ch, h, h, o}, 3 * flops, 0, 1,
            [g] { sum(conv2d((*g)[0], (*g)[1], Tensor(), {1, 1}, {1, 1})).backward(); }, std::nullopt};
   if (c.on_cpu) fwd.peer = peers::torch_conv2d(b, ch, h, o, false, c.threads), bwd.peer = peers::torch_conv2d(b, ch, h, o, true, c.threads);
+  // The gate: sampled outputs as direct 3x3 sums (padding 1) in double.
+  fwd.check = [t, ch, h, o] {
+    const auto x = host_values((*t)[0]), w = host_values((*t)[1]);
+    return compare_sampled(conv2d((*t)[0], (*t)[1], Tensor(), {1, 1}, {1, 1}), [&](int64_t i, double* scale) {
+      const int64_t xo = i % h, yo = i / h % h, oc = i / (h * h) % o, img = i / (h * h * o);
+      double acc = 0, mag = 0;
+      for (int64_t ci = 0; ci < ch; ++ci) {
+        for (int64_t ky = 0; ky < 3; ++ky) {
+          for (int64_t kx = 0; kx < 3; ++kx) {
+            const int64_t yi = yo + ky - 1, xi = xo + kx - 1;
+            if (yi < 0 || yi >= h || xi < 0 || xi >= h) continue;
+            const double term = x[static_cast<size_t>(((img * ch + ci) * h + yi) * h + xi)] * w[static_cast<size_t>(((oc * ch + ci) * 3 + ky) * 3 + kx)];
+            acc += term, mag += std::fabs(term);
+          }
+        }
+      }
+      *scale = mag;
+      return acc;
+    }, kDotF32, 512);
+  };
   out.push_back(fwd);
   out.push_back(bwd);
   const int64_t pb = c.quick ? 8 : 128;
@@ -107,6 +187,15 @@ void conv_cases(const Ctx& c, std::vector<Case>& out) {
   out.push_back({"pool", "max_pool2d", "f32", {pb, 32, 28, 28}, 0, 4.0 * pb * 32 * 28 * 28 * 1.25, 1,
                  [p] { (void)max_pool2d((*p)[0], {2, 2}); },
                  c.on_cpu ? std::optional<Peer>(peers::stream_triad(c.quick ? (1 << 20) : (16 << 20), c.threads)) : std::nullopt});
+  out.back().check = [p, pb] {
+    const auto x = host_values((*p)[0]);
+    return compare_sampled(max_pool2d((*p)[0], {2, 2}), [&](int64_t i, double*) {
+      const int64_t xo = i % 14, yo = i / 14 % 14, plane = i / (14 * 14);
+      const double* base = x.data() + plane * 28 * 28 + 2 * yo * 28 + 2 * xo;
+      return std::max(std::max(base[0], base[1]), std::max(base[28], base[29]));
+    }, Tolerance{0, 0, 0});
+  };
+  (void)pb;
   // Forward and backward as training runs them: x, y, the int64 argmax and both gradients are
   // 14 bytes per input element.
   auto pg = keep(randn({pb, 32, 28, 28}, DType::f32, c.dev), randn({pb, 32, 14, 14}, DType::f32, c.dev));
@@ -123,6 +212,12 @@ void memory_op_cases(const Ctx& c, std::vector<Case>& out) {
   auto e = keep(randn({vocab, dim}, DType::f32, c.dev), randint(0, vocab, {lookups}, DType::i64, c.dev));
   out.push_back({"gather", "embedding", "f32", {vocab, dim, lookups}, 0, 2.0 * lookups * dim * 4, 1,
                  [e] { (void)embedding((*e)[0], (*e)[1]); }, std::nullopt});
+  out.back().check = [e, dim] {
+    const auto table = host_values((*e)[0]), ids = host_values((*e)[1]);
+    return compare_sampled(embedding((*e)[0], (*e)[1]), [&](int64_t i, double*) {
+      return table[static_cast<size_t>(static_cast<int64_t>(ids[static_cast<size_t>(i / dim)]) * dim + i % dim)];
+    }, Tolerance{0, 0, 0});
+  };
   const int64_t n = c.quick ? (1 << 16) : (1 << 22);
   auto a = keep(randn({n}, DType::f32, c.dev), randn({n}, DType::f32, c.dev), zeros({n}, DType::f32, c.dev), zeros({n}, DType::f32, c.dev));
   OptimizerAttrs attrs;
