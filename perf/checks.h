@@ -37,8 +37,8 @@ Check binary_check(Tensor a, Tensor b, std::function<Tensor(const Tensor&, const
 /** y = a @ b^T_if(transpose_b) (+ bias, then relu when `relu`) against dot products in double. */
 Check matmul_check(Tensor a, Tensor b, bool transpose_b, Tensor bias, bool relu, std::function<Tensor()> op, Tolerance tol);
 
-/** Environment TESSERA_BENCH_PLANT_WRONG=<op name>: that op's kernel on every selected
- *  backend scales its output by 1.01 (the gate's own test: the case must come out "wrong"). */
+/** Environment TESSERA_BENCH_PLANT_WRONG=<op> or <backend>:<op>: that kernel scales its output
+ *  by 1.01 (plant_wrong_kernel; the gate's own test: the case must come out "wrong"). */
 void plant_wrong_kernel_from_env();
 
 }  // namespace tessera::bench

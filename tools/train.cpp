@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <filesystem>
 #include <thread>
@@ -182,6 +183,22 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   }
 }
 
+// The run, under a profile when --profile names a trace file.
+void run_train_profiled(TrainArgs& a, const CLI::App& cmd) {
+  if (a.profile.empty()) return run_train(a, cmd);
+  profile::start();
+  try {
+    run_train(a, cmd);
+  } catch (...) {
+    (void)profile::stop();  // the error is the news, not a half trace
+    throw;
+  }
+  const profile::Trace trace = profile::stop();
+  trace.write_chrome_json(a.profile);
+  if (!a.quiet) std::printf("profile: %zu spans on %zu tracks written to %s\n%s", trace.spans.size(), trace.tracks.size(), a.profile.c_str(),
+                            trace.summary_table().c_str());
+}
+
 bool g_parse_only = false;
 }  // namespace
 
@@ -198,18 +215,22 @@ void add_train_command(CLI::App& app) {
       return;
     }
     if (a.deterministic) set_deterministic(true);
-    if (a.profile.empty()) return run_train(a, *cmd);
-    profile::start();
-    try {
-      run_train(a, *cmd);
-    } catch (...) {
-      (void)profile::stop();  // the error is the news, not a half trace
-      throw;
+    if (const char* plant = std::getenv("TESSERA_PLANT_WRONG_KERNEL"); plant && *plant) {
+      plant_wrong_kernel(plant);  // the cross-check's own test
+      std::printf("WARNING: TESSERA_PLANT_WRONG_KERNEL=%s: that kernel's outputs are 1%% off\n", plant);
     }
-    const profile::Trace trace = profile::stop();
-    trace.write_chrome_json(a.profile);
-    if (!a.quiet) std::printf("profile: %zu spans on %zu tracks written to %s\n%s", trace.spans.size(), trace.tracks.size(), a.profile.c_str(),
-                              trace.summary_table().c_str());
+    if (!a.check_against.empty()) {
+      set_check_against_cpu(true);
+      run_train_profiled(a, *cmd);
+      const auto first = first_divergence();
+      std::printf("check-against cpu: %lld kernels compared with the cpu backend, %lld diverged%s%s\n",
+                  static_cast<long long>(cross_checked_kernels()), static_cast<long long>(divergent_kernels()), first ? "; first: " : "",
+                  first ? first->text().c_str() : "");
+      set_check_against_cpu(false);
+      TESSERA_CHECK(!first, "train", "--check-against cpu: ", first ? first->text() : "");
+      return;
+    }
+    run_train_profiled(a, *cmd);
   });
 }
 

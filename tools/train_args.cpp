@@ -64,6 +64,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--on-nonfinite", a.on_nonfinite, "NaN/Inf loss or gradient: stop (error naming the step) or skip the step")
       ->check(CLI::IsMember({"stop", "skip"}))->capture_default_str();
+  cmd.add_option("--check-against", a.check_against,
+                 "cpu: run every op on the CPU backend too and report the first whose outputs differ beyond its dtype's tolerance")
+      ->check(CLI::IsMember({"cpu"}));
   cmd.add_flag("--deterministic", a.deterministic,
                "Bit-identical results from run to run, thread count and stream schedule (deterministic kernels; docs/determinism.md)");
   cmd.add_flag("--detect-anomaly", a.detect_anomaly, "Check every op's output and gradient; name the first to make a NaN/Inf (slow)");

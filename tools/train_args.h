@@ -21,6 +21,7 @@ struct TrainArgs {
   int threads = 0, workers = 1;
   bool resume = false, quiet = false, graph = false, detect_anomaly = false, reset_optimizer = false;
   bool deterministic = false;  ///< tessera::set_deterministic for the run
+  std::string check_against;   ///< "cpu": the CPU cross-check (set_check_against_cpu)
   bool distributed = false;  ///< data parallel over the MPI process group (run under mpirun)
   int local_rank = -1;       ///< device index per rank (default: the MPI local rank)
   // Language models (--model gpt|lstm): sizes and the step-based schedule.

@@ -22,6 +22,7 @@ namespace tessera::profile {
 namespace detail {
 
 std::atomic<bool> g_recording{false};
+std::atomic<bool> g_track_scopes{false};
 
 namespace {
 
@@ -324,6 +325,17 @@ Sampler& sampler() {
 }  // namespace detail
 
 bool recording() { return detail::on(); }
+bool scopes_active() { return detail::on() || detail::g_track_scopes.load(std::memory_order_relaxed); }
+
+namespace {
+thread_local std::vector<const std::string*> t_scope_names;  // the open Scopes' names, outermost first
+}  // namespace
+
+std::string scope_path() {
+  std::string path;
+  for (const std::string* n : t_scope_names) path += (path.empty() ? "" : " > ") + *n;
+  return path;
+}
 
 void start() {
   detail::Registry& r = detail::registry();
@@ -371,23 +383,27 @@ Trace stop() {
 }
 
 void Scope::begin(std::string name, const char* category) {
-  if (!detail::on()) return;
   active_ = true;
   name_ = std::move(name);
   category_ = category;
+  t_scope_names.push_back(&name_);
+  if (!detail::on()) return;
+  recorded_ = true;
   detail::annotate_push(name_.c_str());
   begin_ns_ = detail::now_ns();
 }
 
 Scope::Scope(const char* name, const char* category) {
-  if (detail::on()) begin(name, category);
+  if (scopes_active()) begin(name, category);
 }
 Scope::Scope(std::string name, const char* category) {
-  if (detail::on()) begin(std::move(name), category);
+  if (scopes_active()) begin(std::move(name), category);
 }
 
 Scope::~Scope() {
   if (!active_) return;
+  if (!t_scope_names.empty() && t_scope_names.back() == &name_) t_scope_names.pop_back();
+  if (!recorded_) return;
   const int64_t end = detail::now_ns();
   detail::annotate_pop();
   detail::add_span(std::move(name_), category_, begin_ns_, end);

@@ -14,6 +14,8 @@ namespace tessera::profile::detail {
 
 extern std::atomic<bool> g_recording;
 inline bool on() { return g_recording.load(std::memory_order_relaxed); }
+/** Set while the CPU cross-check runs: scopes are tracked (for its reports) without recording. */
+extern std::atomic<bool> g_track_scopes;
 
 /** Nanoseconds since the profile started. */
 int64_t now_ns();

@@ -1,5 +1,9 @@
 #include "tessera/nn/layers.h"
 
+#include <optional>
+
+#include "tessera/profiler.h"
+
 #include "tessera/nn/init.h"
 
 namespace tessera::nn {
@@ -100,7 +104,12 @@ Sequential& Sequential::add(ModulePtr layer) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& [n, layer] : children()) h = layer->forward(h);
+  for (const auto& [n, layer] : children()) {
+    // Each layer as a scope ("3:Conv2d") for the profiler and the CPU cross-check's reports.
+    std::optional<profile::Scope> scope;
+    if (profile::scopes_active()) scope.emplace(n + ":" + layer->name(), "module");
+    h = layer->forward(h);
+  }
   return h;
 }
 

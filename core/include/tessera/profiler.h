@@ -64,6 +64,11 @@ void start();
 Trace stop();
 /** Whether a profile is recording. */
 bool recording();
+/** Whether scopes are being tracked (recording, or the CPU cross-check naming where an op
+ *  diverged): callers that build a scope's name only then can test this first. */
+bool scopes_active();
+/** The calling thread's open scope names, outermost first, joined by " > " ("" outside any). */
+std::string scope_path();
 
 /**
  * A named range on the calling thread's track while it lives (and an NVTX / roctx range on
@@ -79,7 +84,8 @@ class Scope {
 
  private:
   void begin(std::string name, const char* category);
-  bool active_ = false;
+  bool active_ = false;    // on the thread's scope stack
+  bool recorded_ = false;  // a span is written at the end
   std::string name_;
   const char* category_ = nullptr;
   int64_t begin_ns_ = 0;

@@ -1,6 +1,7 @@
 #pragma once
 // Process-level controls: threads, synchronisation and memory statistics.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,31 @@ bool fused_kernels();
  */
 void set_deterministic(bool on);
 bool deterministic();
+
+/** An op whose output on a device differed from the CPU backend's on the same inputs. */
+struct Divergence {
+  std::string op, device, shapes, dtype;
+  std::string scope;         ///< the enclosing profile::Scope names, outermost first ("train step > forward > 3:Conv2d")
+  double max_error = 0;      ///< largest |device - cpu| over the output
+  double tolerance = 0;      ///< what the output's dtype allowed
+  int64_t op_index = 0;      ///< ops cross-checked before it (0: the first)
+  std::string text() const;  ///< one line naming all of the above
+};
+/**
+ * CPU cross-check (`tessera train --check-against cpu`): while on, every kernel launched on a
+ * non-CPU device also runs on the CPU backend with host copies of the same inputs (and of the
+ * outputs' previous contents, for in-place ops), and the outputs are compared within their
+ * dtype's tolerance, relative to the output's largest magnitude: f32 1e-5 x sqrt(terms summed
+ * per output), f16 2e-3, bf16 1e-2; exact for integers. The first divergence is kept; later
+ * ones are only counted. Several times slower.
+ */
+void set_check_against_cpu(bool on);
+bool check_against_cpu();
+/** The first divergence since the check was turned on, if any. */
+std::optional<Divergence> first_divergence();
+/** Kernels compared / found diverging since the check was turned on. */
+int64_t cross_checked_kernels();
+int64_t divergent_kernels();
 
 /** Waits for all queued work on `device`. */
 void synchronize(Device device = kCPU);

@@ -191,7 +191,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (replaced.defined()) grad = replaced;
     }
     std::optional<profile::Scope> span;  // built only while profiling: the name costs a string
-    if (profile::recording()) span.emplace(node->name() + " backward", "autograd");
+    if (profile::scopes_active()) span.emplace(node->name() + " backward", "autograd");
     std::vector<Tensor> in_grads = node->apply(grad);
     span.reset();
     if (g_anomaly.load(std::memory_order_relaxed)) {

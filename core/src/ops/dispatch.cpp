@@ -1,5 +1,6 @@
 #include "dispatch.h"
 
+#include "cross_check.h"
 #include "profiler_internal.h"
 #include "tessera/graph.h"
 
@@ -46,6 +47,7 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
     ~DeviceGuard() { backend.set_current_device(previous); }
   } const guard{backend, backend.set_current_device(device.index)};
   const profile::detail::KernelSpan span(op, backend, device, inputs, outputs);
+  if (cross_check_wanted(device)) return run_cross_checked(op, device, inputs, outputs, attrs, [&] { fn(KernelCall{op, inputs, outputs, attrs}); });
   fn(KernelCall{op, inputs, outputs, attrs});
 }
 

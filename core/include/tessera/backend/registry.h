@@ -33,4 +33,12 @@ struct MissingBackend {
 };
 std::vector<MissingBackend> missing_backends();
 
+/**
+ * Testing hook: makes one kernel wrong on purpose -- its floating outputs are scaled by 1.01
+ * after it runs -- so the checks that must catch a wrong kernel (the benchmark's correctness
+ * gate, the CPU cross-check) can be shown to. `spec` is "op" (the CPU backend's) or
+ * "backend:op" ("emulated:conv2d"); one kernel at a time. Throws naming an unknown op/backend.
+ */
+void plant_wrong_kernel(const std::string& spec);
+
 }  // namespace tessera
