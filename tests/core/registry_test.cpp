@@ -1,6 +1,7 @@
 // Plugging a backend in through the SPI alone: a stub backend (host memory, empty kernel
 // table) registered at run time exercises device checks, cross-device copies and the
 // "not implemented" error without touching the core.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -98,4 +99,33 @@ TEST_CASE("streams and events on the CPU backend run synchronously and time in o
   stream->synchronize();
   CHECK(stop->elapsed_ms(*start) >= 0.0);
   synchronize(kCPU);
+}
+
+TEST_CASE("the CPU fallback runs an op a backend lacks on the cpu, and only when asked") {
+  Backend* emu = find_backend(DeviceType::emulated);
+  if (!emu || emu->device_count() == 0) {
+    MESSAGE("no emulated backend in this build: the fallback needs a non-cpu backend to lack an op");
+    return;
+  }
+  const Device dev(DeviceType::emulated, 0);
+  const Tensor x = from_vector<float>({0, 1, 2}, {3}).to(dev);
+  const KernelFn exp_kernel = emu->replace_kernel(OpId::Exp, nullptr);  // a backend without exp
+  CHECK_THROWS_WITH_AS(exp(x), doctest::Contains("exp: not implemented on emulated (TESSERA_CPU_FALLBACK=1 runs it on the cpu)"),
+                       NotImplemented);
+  set_cpu_fallback(true);
+  const int64_t before = cpu_fallback_count();
+  const Tensor y = exp(x);
+  CHECK(y.device() == dev);
+  const auto v = y.to(kCPU).to_vector<float>();
+  CHECK(v[0] == 1.0f);
+  CHECK(v[2] == doctest::Approx(std::exp(2.0)).epsilon(1e-6));
+  CHECK(cpu_fallback_count() == before + 1);
+  // Into a view of a device tensor: the result lands in place.
+  Tensor z = zeros({2, 3}, DType::f32, dev);
+  Tensor row = z.select(0, 1);
+  row.copy_(exp(x));
+  CHECK(z.to(kCPU).to_vector<float>()[4] == doctest::Approx(std::exp(1.0)).epsilon(1e-6));
+  set_cpu_fallback(false);
+  emu->replace_kernel(OpId::Exp, exp_kernel);
+  CHECK(exp(x).to(kCPU).to_vector<float>() == v);
 }

@@ -65,6 +65,16 @@ void set_check_against_cpu(bool on);
 bool check_against_cpu();
 /** The first divergence since the check was turned on, if any. */
 std::optional<Divergence> first_divergence();
+/**
+ * CPU fallback for ops a backend lacks (off by default; TESSERA_CPU_FALLBACK=1 sets the initial
+ * value to on): instead of tessera::NotImplemented, the op runs on the CPU backend with host
+ * copies of its operands and the results are copied back, and the first fallback of each op
+ * and backend is logged to stderr. For bringing up a new backend, not for speed.
+ */
+void set_cpu_fallback(bool on);
+bool cpu_fallback();
+/** Kernels run on the CPU in place of a missing device kernel so far. */
+int64_t cpu_fallback_count();
 /** Kernels compared / found diverging since the check was turned on. */
 int64_t cross_checked_kernels();
 int64_t divergent_kernels();

@@ -1,5 +1,6 @@
 #include "dispatch.h"
 
+#include "cpu_fallback.h"
 #include "cross_check.h"
 #include "profiler_internal.h"
 #include "tessera/graph.h"
@@ -34,7 +35,10 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
   const char* name = op_name(op).data();  // names are string literals, so NUL-terminated
   Backend& backend = backend_for_device(device, name);
   KernelFn fn = backend.kernels()[op];
-  if (!fn) throw NotImplemented(concat(name, ": not implemented on ", backend.name()));
+  if (!fn) {
+    if (run_cpu_fallback(op, backend, inputs, outputs, attrs)) return;
+    throw NotImplemented(concat(name, ": not implemented on ", backend.name(), cpu_fallback() ? "" : " (TESSERA_CPU_FALLBACK=1 runs it on the cpu)"));
+  }
   if (graph_capturing() && (op == OpId::RandUniform || op == OpId::RandNormal || op == OpId::RandInt || op == OpId::Bernoulli)) {
     throw Error(concat(name, ": random ops cannot be captured in a graph (their Philox seed and offset are launch "
                              "arguments: every replay would draw the same numbers)"));
