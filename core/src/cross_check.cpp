@@ -26,6 +26,11 @@ std::atomic<int64_t> g_checked{0}, g_divergent{0};
 std::mutex g_mutex;
 std::optional<Divergence> g_first;
 thread_local bool t_inside = false;  // the check's own copies and CPU kernels are not checked
+// Marks the calling thread as doing the check's own work while it lives.
+struct CheckerWork {
+  CheckerWork() { t_inside = true; }
+  ~CheckerWork() { t_inside = false; }
+};
 
 // Relative to the output's largest magnitude, and growing with the square root of the terms
 // summed per output (estimated as input elements per output element): backends sum in different
@@ -95,18 +100,12 @@ void run_cross_checked(OpId op, Device device, std::span<const Tensor> inputs, s
   const NoGradGuard no_grad;  // the copies and the replay are not part of any graph
   std::vector<Tensor> host_in, host_out;
   {
-    struct Inside {
-      Inside() { t_inside = true; }
-      ~Inside() { t_inside = false; }
-    } const inside;
+    const CheckerWork inside;
     for (const Tensor& t : inputs) host_in.push_back(host_copy(t));
     for (const Tensor& t : outputs) host_out.push_back(host_copy(t));  // previous contents: in-place ops read them
   }
   launch();
-  struct Inside {
-    Inside() { t_inside = true; }
-    ~Inside() { t_inside = false; }
-  } const inside;
+  const CheckerWork inside;
   cpu_kernel(KernelCall{op, host_in, host_out, attrs});
   const int64_t index = g_checked.fetch_add(1);
   double worst = 0, allowed = 0, in_elements = 0;
