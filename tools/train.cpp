@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "batch_auto.h"
 #include "commands.h"
 #include "metrics_log.h"
 #include "tessera/nn/file_io.h"
@@ -61,7 +62,10 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     const nn::Metadata meta = nn::read_safetensors_metadata(a.checkpoint);
     const auto config = meta.find("config");
     TESSERA_CHECK(config != meta.end(), "train", "'", a.checkpoint, "' is not a Tessera checkpoint (no run settings)");
-    resume_report = reconcile_resume(a, config->second, [&](const std::string& flag) { return cmd.count(flag) > 0; });
+    // --batch-size auto on resume keeps the checkpoint's batch (the run it continues searched it).
+    resume_report = reconcile_resume(a, config->second, [&](const std::string& flag) {
+      return cmd.count(flag) > 0 && !(flag == "--batch-size" && a.batch_size == kAutoBatch);
+    });
     for (const std::string& line : resume_report) std::fprintf(stderr, "resume: %s\n", line.c_str());
   }
   std::shared_ptr<dist::ProcessGroup> group;
@@ -76,7 +80,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   Device device = pick_device(a.backend);
   if (group && device.type != DeviceType::cpu) device = Device(device.type, a.local_rank >= 0 ? a.local_rank : group->local_rank());
   if (rank != 0) a.quiet = true;  // rank 0 logs
-  manual_seed(static_cast<uint64_t>(a.seed));
+  if (a.memory_limit > 0) set_memory_limit(device, a.memory_limit);
   nn::ImageSet train_set = nn::load_mnist_split(a.data, "train", a.limit);
   if (group) train_set = shard(train_set, rank, world);
   nn::ImageSet test_set = nn::load_mnist_split(a.data, "test", a.test_limit);
@@ -84,25 +88,50 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   TESSERA_CHECK(param_dtype == DType::f32 || param_dtype == precision, "train", "--param-dtype ", a.param_dtype,
                 " needs --precision ", a.param_dtype, " (16-bit parameters only run under autocast)");
   const nn::Placement place{param_dtype, device};
-  std::shared_ptr<nn::Sequential> model = a.model == "mlp" ? nn::make_mlp(place) : nn::make_cnn(place);
+  const auto make_model = [&] { return a.model == "mlp" ? nn::make_mlp(place) : nn::make_cnn(place); };
   nn::OptimOptions opts;
   opts.lr = a.lr;
   opts.weight_decay = a.weight_decay;
   if (a.optimizer == "sgd") opts.momentum = 0.9;
+  nn::LoaderOptions lo;
+  nlohmann::json batch_report;
+  if (a.batch_size == kAutoBatch) {
+    BatchTrialModel trial;
+    trial.make_model = [&]() -> std::shared_ptr<nn::Module> { return make_model(); };
+    trial.make_optimizer = [&](nn::Module& m) { return nn::make_optimizer(a.optimizer, m.parameters(), opts); };
+    trial.loss = [&](nn::Module& m, int64_t b) {
+      const AutocastGuard autocast(precision == DType::f32 ? DType::bf16 : precision, precision != DType::f32);
+      return cross_entropy(m.forward(rand({b, 1, 28, 28}, DType::f32, device)), randint(0, 10, {b}, DType::i64, device));
+    };
+    trial.in_flight = [&](int64_t b) {  // the loader's prefetch queue, the batch in use and one being made
+      std::vector<Tensor> held;
+      for (int i = 0; i < lo.prefetch + 2; ++i) held.push_back(empty({b, 1, 28, 28}, DType::f32, device));
+      return held;
+    };
+    a.batch_size = auto_batch_size(trial, device, train_set.size(), group.get(), a.quiet, batch_report) * world;
+  }
+  manual_seed(static_cast<uint64_t>(a.seed));  // after the search, which draws from the generator
+  std::shared_ptr<nn::Sequential> model = make_model();
   auto optimizer = nn::make_optimizer(a.optimizer, model->parameters(), opts);
 
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
-  nn::LoaderOptions lo;
   lo.batch_size = a.batch_size / world;
   lo.seed = static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(rank);
   lo.device = device;
   lo.workers = a.workers;
-  lo.transforms = {nn::normalize({0.2860}, {0.3530})};  // Fashion-MNIST statistics
+  // Crop pads with 0 (the background) before normalising; the test set is only normalised.
+  const nn::Transform normalize = nn::normalize({0.2860}, {0.3530});  // Fashion-MNIST statistics
+  std::vector<nn::Transform> prep;
+  if (a.augment) prep = {nn::random_crop(28, 2), nn::random_horizontal_flip(0.5)};
+  prep.push_back(normalize);
+  (a.preprocess == "device" ? lo.device_transforms : lo.transforms) = prep;
   nn::DataLoader train(std::move(train_set), lo);
   TESSERA_CHECK(train.batches() > 0, "train", "no training batches: ", train.samples(), " images with --batch-size ", a.batch_size);
   lo.shuffle = false;
-  lo.batch_size = 1000;
+  (a.preprocess == "device" ? lo.device_transforms : lo.transforms) = {normalize};
+  // Evaluation keeps no activations for backward: a batch no larger than training's fits where it does.
+  lo.batch_size = batch_report.is_null() && a.memory_limit == 0 ? 1000 : std::min<int64_t>(1000, lo.batch_size);
   nn::DataLoader test(std::move(test_set), lo);
 
   std::unique_ptr<nn::Scheduler> scheduler;
@@ -179,6 +208,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
                               {"skipped_steps", h.skipped_steps}});
     }
     if (!resume_report.empty()) j["resume_overrides"] = resume_report;
+    if (!batch_report.is_null()) j["batch_search"] = batch_report;
     nn::write_file_atomic(a.json, j.dump(2) + "\n", "train --json");
   }
 }

@@ -31,6 +31,27 @@ CLI::Validator finite_at_least(double lo, bool inclusive) {
       },
       inclusive ? "FINITE>=0" : "FINITE>0");
 }
+// "auto" becomes kAutoBatch; anything else must be an integer in [1, max].
+CLI::Validator batch_size_or_auto(int64_t max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        if (text == "auto") {
+          text = std::to_string(kAutoBatch);
+          return {};
+        }
+        int64_t v = 0;
+        try {
+          size_t used = 0;
+          v = std::stoll(text, &used);
+          if (used != text.size()) return "'" + text + "' is neither an integer nor auto";
+        } catch (const std::exception&) {
+          return "'" + text + "' is neither an integer nor auto";
+        }
+        if (v < 1 || v > max) return detail::concat("must be auto or in [1, ", max, "], got ", text);
+        return {};
+      },
+      "INT|auto");
+}
 }  // namespace
 
 void add_train_options(CLI::App& cmd, TrainArgs& a) {
@@ -40,7 +61,12 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--model", a.model, "mlp, cnn (Fashion-MNIST), gpt or lstm (character language models)")->check(CLI::IsMember({"mlp", "cnn", "gpt", "lstm"}))->capture_default_str();
   cmd.add_option("--backend", a.backend, "auto, cpu, cuda[:i], hip[:i], kokkos, emulated")->capture_default_str();
   cmd.add_option("--epochs", a.epochs, "Epochs")->check(CLI::Range(int64_t{1}, kMaxEpochs))->capture_default_str();
-  cmd.add_option("--batch-size,--batch", a.batch_size, "Batch size (gpt/lstm: windows per step, default 32)")->check(CLI::Range(int64_t{1}, int64_t{kMaxBatch}))->capture_default_str();
+  cmd.add_option("--batch-size,--batch", a.batch_size,
+                 "Batch size (gpt/lstm: windows per step, default 32), or auto: the largest that fits the device's memory "
+                 "(tried on a copy of the model; the throughput of each size tried is printed)")
+      ->transform(batch_size_or_auto(kMaxBatch))->capture_default_str();
+  cmd.add_option("--memory-limit", a.memory_limit, "Cap the training device's memory, e.g. 512M or 6G (what --batch-size auto searches within)")
+      ->transform(CLI::AsSizeValue(false))->check(CLI::Range(int64_t{1} << 20, std::numeric_limits<int64_t>::max()));
   cmd.add_option("--lr", a.lr, "Learning rate")->check(finite_at_least(0, false))->capture_default_str();
   cmd.add_option("--weight-decay", a.weight_decay, "Weight decay")->check(finite_at_least(0, true))->capture_default_str();
   cmd.add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop")
@@ -69,6 +95,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::IsMember({"cpu"}));
   cmd.add_flag("--deterministic", a.deterministic,
                "Bit-identical results from run to run, thread count and stream schedule (deterministic kernels; docs/determinism.md)");
+  cmd.add_flag("--augment", a.augment, "mlp/cnn: random crop (zero padding 2) and horizontal flip of each training image");
+  cmd.add_option("--preprocess", a.preprocess,
+                 "mlp/cnn: normalise (and --augment) on the training device after the upload, or on the host before it; "
+                 "the batches are the same either way")
+      ->check(CLI::IsMember({"host", "device"}))->capture_default_str();
   cmd.add_flag("--detect-anomaly", a.detect_anomaly, "Check every op's output and gradient; name the first to make a NaN/Inf (slow)");
   cmd.add_option("--checkpoint", a.checkpoint, "Checkpoint path (safetensors), written every epoch");
   cmd.add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
@@ -123,7 +154,7 @@ std::string train_config_json(const TrainArgs& a) {
                        {"weight_decay", a.weight_decay}, {"epochs", a.epochs},      {"batch_size", a.batch_size},
                        {"seed", a.seed},             {"limit", a.limit},           {"test_limit", a.test_limit},
                        {"schedule", a.schedule},     {"precision", a.precision},   {"param_dtype", a.param_dtype},
-                       {"graph", a.graph}};
+                       {"graph", a.graph},           {"augment", a.augment}};
   return config.dump();
 }
 
@@ -183,6 +214,7 @@ std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& confi
   reconcile("precision", "--precision", a.precision);
   reconcile("param_dtype", "--param-dtype", a.param_dtype);
   reconcile("graph", "--graph", a.graph);
+  reconcile("augment", "--augment", a.augment);
   // Values taken from the file get the same checks as the command line's.
   auto member = [](const std::string& v, std::initializer_list<const char*> options) {
     for (const char* o : options) {
@@ -195,7 +227,7 @@ std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& confi
                     member(a.param_dtype, {"f32", "bf16", "f16"}),
                 "train", "the checkpoint's run settings name an unknown model, optimizer, schedule or precision");
   TESSERA_CHECK(std::isfinite(a.lr) && a.lr > 0 && std::isfinite(a.weight_decay) && a.weight_decay >= 0 && a.epochs >= 1 &&
-                    a.epochs <= 1'000'000 && a.batch_size >= 1 && a.batch_size <= (1 << 20) && a.seed >= 0 &&
+                    a.epochs <= 1'000'000 && (a.batch_size >= 1 || a.batch_size == kAutoBatch) && a.batch_size <= (1 << 20) && a.seed >= 0 &&
                     (a.limit == -1 || a.limit >= 1) && (a.test_limit == -1 || a.test_limit >= 1),
                 "train", "the checkpoint's run settings hold out-of-range values");
   return report;

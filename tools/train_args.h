@@ -11,16 +11,22 @@
 
 namespace tessera::tools {
 
+/** TrainArgs::batch_size for `--batch-size auto`: searched on the device before training. */
+inline constexpr int64_t kAutoBatch = 0;
+
 struct TrainArgs {
   std::string model = "cnn", backend = "auto", optimizer = "adam", schedule = "cosine";
   std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json, profile, metrics;
   std::string precision = "f32", param_dtype = "f32", on_nonfinite = "stop";
   int64_t epochs = 5, batch_size = 128, limit = -1, test_limit = -1;
+  int64_t memory_limit = 0;  ///< bytes the training device's allocator may hold (0 = no cap)
   double lr = 1e-3, weight_decay = 0.0;
   int64_t seed = 0;
   int threads = 0, workers = 1;
   bool resume = false, quiet = false, graph = false, detect_anomaly = false, reset_optimizer = false;
   bool deterministic = false;  ///< tessera::set_deterministic for the run
+  bool augment = false;         ///< mlp/cnn: random crop (padding 2) and horizontal flip of training images
+  std::string preprocess = "device";  ///< where normalisation and augmentation run: "host" or "device"
   std::string check_against;   ///< "cpu": the CPU cross-check (set_check_against_cpu)
   bool distributed = false;  ///< data parallel over the MPI process group (run under mpirun)
   int local_rank = -1;       ///< device index per rank (default: the MPI local rank)

@@ -6,6 +6,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "batch_auto.h"
 #include "commands.h"
 #include "tessera/dist.h"
 #include "tessera/nn/amp.h"
@@ -34,19 +35,40 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
   const int world = group ? group->world_size() : 1;
   // Ranks share the node's cores unless told otherwise.
   set_num_threads(a.threads == 0 && world > 1 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world) : a.threads);
-  manual_seed(static_cast<uint64_t>(a.seed));
+  if (a.memory_limit > 0) set_memory_limit(device, a.memory_limit);
   const nn::TextCorpus corpus = nn::load_text_corpus(a.data);
   TESSERA_CHECK(static_cast<int64_t>(corpus.val.size()) > a.context + 1, "train", "the validation split of '", a.data, "' (",
                 corpus.val.size(), " characters) is shorter than --context ", a.context, " + 1");
   const nn::Placement place{nn::parse_precision(a.param_dtype), device};
-  std::shared_ptr<nn::LanguageModel> model;
   nlohmann::json model_config = {{"model", a.model}, {"layers", a.layers}, {"dim", a.dim}};
+  const auto make_model = [&]() -> std::shared_ptr<nn::LanguageModel> {
+    if (a.model == "gpt") return std::make_shared<nn::GPT>(nn::GPTConfig{corpus.vocab.size(), a.context, a.layers, a.heads, a.dim, a.dropout}, place);
+    return std::make_shared<nn::CharLSTM>(nn::CharLSTMConfig{corpus.vocab.size(), a.dim, a.layers}, place);
+  };
+  nlohmann::json batch_report;
+  if (a.batch_size == kAutoBatch) {
+    const DType precision = nn::parse_precision(a.precision);
+    BatchTrialModel trial;
+    trial.make_model = [&]() -> std::shared_ptr<nn::Module> { return make_model(); };
+    trial.make_optimizer = [&](nn::Module& m) -> std::unique_ptr<nn::Optimizer> {
+      nn::OptimOptions oo;
+      oo.weight_decay = a.weight_decay;
+      return std::make_unique<nn::Adam>(dynamic_cast<nn::LanguageModel&>(m).param_groups(oo), /*decoupled=*/true);
+    };
+    trial.loss = [&](nn::Module& m, int64_t b) {
+      const Tensor x = randint(0, corpus.vocab.size(), {b, a.context}, DType::i64, device);
+      const AutocastGuard autocast(precision == DType::f32 ? DType::bf16 : precision, precision != DType::f32);
+      const Tensor logits = m.forward(x);
+      return cross_entropy(logits.reshape({-1, logits.size(2)}), x.reshape({-1}));
+    };
+    trial.in_flight = [&](int64_t b) { return std::vector<Tensor>{empty({b, a.context}, DType::i64, device), empty({b, a.context}, DType::i64, device)}; };
+    a.batch_size = auto_batch_size(trial, device, int64_t{1} << 14, group.get(), a.quiet, batch_report) * world;
+  }
+  manual_seed(static_cast<uint64_t>(a.seed));  // after the search, which draws from the generator
+  std::shared_ptr<nn::LanguageModel> model = make_model();
   if (a.model == "gpt") {
-    model = std::make_shared<nn::GPT>(nn::GPTConfig{corpus.vocab.size(), a.context, a.layers, a.heads, a.dim, a.dropout}, place);
     model_config["heads"] = a.heads;
     model_config["context"] = a.context;
-  } else {
-    model = std::make_shared<nn::CharLSTM>(nn::CharLSTMConfig{corpus.vocab.size(), a.dim, a.layers}, place);
   }
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
@@ -98,6 +120,7 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
                         {"steps", a.steps}, {"batch", a.batch_size}, {"context", a.context}, {"lr", a.lr},
                         {"val_loss", last.val_loss}, {"tokens_per_second", tps}, {"seconds", last.seconds},
                         {"parameters", model->num_parameters()}, {"step_losses", step_losses}};
+    if (!batch_report.is_null()) j["batch_search"] = batch_report;
     for (const auto& l : logs) {
       j["history"].push_back({{"step", l.step}, {"train_loss", l.train_loss}, {"val_loss", l.val_loss}, {"lr", l.lr},
                               {"tokens_per_second", l.tokens_per_second}, {"seconds", l.seconds}});

@@ -20,7 +20,7 @@ Tensor BatchUploader::pinned_copy(const Tensor& host) {
   return pinned;
 }
 
-std::vector<Tensor> BatchUploader::upload(const std::vector<Tensor>& host) {
+std::vector<Tensor> BatchUploader::upload(const std::vector<Tensor>& host, const std::function<void(std::vector<Tensor>&)>& on_device) {
   std::lock_guard lock(mutex_);
   if (!stream_) stream_ = backend_.new_stream(device_.index);
   std::vector<Tensor> pinned, out;
@@ -28,6 +28,7 @@ std::vector<Tensor> BatchUploader::upload(const std::vector<Tensor>& host) {
   {
     StreamGuard guard(*stream_);  // the device tensors are allocated on the copy stream
     for (const Tensor& p : pinned) out.push_back(to_device_async(p, device_, *stream_));
+    if (on_device) on_device(out);
   }
   stream_->synchronize();  // this worker waits for its copies; then the pinned buffers return to the pool
   return out;

@@ -4,6 +4,7 @@
 // running on the caller's stream. The worker thread waits for its own copy; the device tensors
 // belong to the copy stream, and the consumer records its use of them (record_current_stream)
 // so their blocks are not reused for the next upload while its kernels may still read them.
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,8 +22,9 @@ class BatchUploader {
   BatchUploader(const BatchUploader&) = delete;
   BatchUploader& operator=(const BatchUploader&) = delete;
 
-  /** Device copies of the contiguous-ized host tensors, complete when this returns. */
-  std::vector<Tensor> upload(const std::vector<Tensor>& host);
+  /** Device copies of the contiguous-ized host tensors, complete when this returns; `on_device`
+   *  (when given) runs on the copy stream after the copies and may replace the tensors. */
+  std::vector<Tensor> upload(const std::vector<Tensor>& host, const std::function<void(std::vector<Tensor>&)>& on_device = {});
 
  private:
   Tensor pinned_copy(const Tensor& host);

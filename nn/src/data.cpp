@@ -23,27 +23,42 @@ Transform normalize(std::vector<double> mean, std::vector<double> std) {
   };
 }
 
+// Crop and flip are gathers with per-image index rows drawn on the host: a fixed number of
+// kernels whatever the batch size (no per-image copies), pure data movement (the same bits on
+// every backend), and the same draws as when the transform runs on the host.
 Transform random_crop(int64_t size, int64_t padding) {
+  TESSERA_CHECK(size >= 1 && padding >= 0, "random_crop", "size must be >= 1 and padding >= 0, got ", size, " and ", padding);
   return [size, padding](const Tensor& x, Generator& gen) {
     TESSERA_CHECK(x.dim() == 4, "random_crop", "expected [N, C, H, W], got ", shape_str(x.shape()));
     const int64_t n = x.size(0), h = x.size(2) + 2 * padding, w = x.size(3) + 2 * padding;
     TESSERA_CHECK(size <= h && size <= w, "random_crop", "crop ", size, " larger than padded image ", h, "x", w);
-    Tensor padded = zeros({n, x.size(1), h, w}, x.dtype(), x.device());
-    padded.narrow(2, padding, x.size(2)).narrow(3, padding, x.size(3)).copy_(x);
+    Tensor padded = x;
+    if (padding > 0) {
+      padded = zeros({n, x.size(1), h, w}, x.dtype(), x.device());
+      padded.narrow(2, padding, x.size(2)).narrow(3, padding, x.size(3)).copy_(x);
+    }
     const std::vector<int64_t> dy = randint(0, h - size + 1, {n}, DType::i64, kCPU, &gen).to_vector<int64_t>();
     const std::vector<int64_t> dx = randint(0, w - size + 1, {n}, DType::i64, kCPU, &gen).to_vector<int64_t>();
-    Tensor out = empty({n, x.size(1), size, size}, x.dtype(), x.device());
-    for (int64_t i = 0; i < n; ++i) out.select(0, i).copy_(padded.select(0, i).narrow(1, dy[i], size).narrow(2, dx[i], size));
-    return out;
+    std::vector<int64_t> rows(static_cast<size_t>(n * size)), cols(rows.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t k = 0; k < size; ++k) rows[i * size + k] = dy[i] + k, cols[i * size + k] = dx[i] + k;
+    }
+    const Tensor r = from_vector(rows, {n, 1, size, 1}).to(x.device()), c = from_vector(cols, {n, 1, 1, size}).to(x.device());
+    return take_along_axis(take_along_axis(padded, r, 2), c, 3);
   };
 }
 
 Transform random_horizontal_flip(double p) {
+  TESSERA_CHECK(p >= 0 && p <= 1, "random_horizontal_flip", "p must be in [0, 1], got ", p);
   return [p](const Tensor& x, Generator& gen) {
     TESSERA_CHECK(x.dim() == 4, "random_horizontal_flip", "expected [N, C, H, W], got ", shape_str(x.shape()));
-    const Tensor reversed = arange(static_cast<double>(x.size(3) - 1), -1.0, -1.0, DType::i64, x.device());
-    const Tensor flip = bernoulli({x.size(0), 1, 1, 1}, p, DType::boolean, kCPU, &gen).to(x.device());
-    return where(flip, index_select(x, 3, reversed), x);
+    const int64_t n = x.size(0), w = x.size(3);
+    const std::vector<float> flip = bernoulli({n}, p, DType::f32, kCPU, &gen).to_vector<float>();
+    std::vector<int64_t> cols(static_cast<size_t>(n * w));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < w; ++j) cols[i * w + j] = flip[i] != 0 ? w - 1 - j : j;
+    }
+    return take_along_axis(x, from_vector(cols, {n, 1, 1, w}).to(x.device()), 3);
   };
 }
 
@@ -94,23 +109,27 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {
   batch.index = index;
   batch.x = index_select(data_.images, 0, idx);
   batch.y = index_select(data_.labels, 0, idx);
-  if (!options_.transforms.empty()) {
-    Generator gen(options_.seed + 0x5DEECE66DULL);
-    gen.set_offset((static_cast<uint64_t>(epoch) * 1000003ULL + static_cast<uint64_t>(index)) << 16);
-    for (const Transform& t : options_.transforms) batch.x = t(batch.x, gen);
-  }
+  // One generator per (epoch, batch): host transforms draw first, device transforms go on.
+  Generator gen(options_.seed + 0x5DEECE66DULL);
+  gen.set_offset((static_cast<uint64_t>(epoch) * 1000003ULL + static_cast<uint64_t>(index)) << 16);
+  for (const Transform& t : options_.transforms) batch.x = t(batch.x, gen);
+  const auto on_device = [&](Tensor& x) {
+    for (const Transform& t : options_.device_transforms) x = t(x, gen);
+  };
   Backend& backend = backend_for_device(options_.device, "DataLoader");
   if (backend.host_accessible()) {
     batch.x = batch.x.to(options_.device);
     batch.y = batch.y.to(options_.device);
+    on_device(batch.x);
     return batch;
   }
-  // Device backends: pooled pinned buffers and the loader's one copy stream (batch_upload.h).
+  // Device backends: pooled pinned buffers and the loader's one copy stream (batch_upload.h);
+  // the device transforms run on that stream too, overlapping the training step.
   {
     std::lock_guard lock(pipeline_->uploader_mutex);
     if (!pipeline_->uploader) pipeline_->uploader = std::make_unique<detail::BatchUploader>(options_.device);
   }
-  const std::vector<Tensor> up = pipeline_->uploader->upload({batch.x, batch.y});
+  const std::vector<Tensor> up = pipeline_->uploader->upload({batch.x, batch.y}, [&](std::vector<Tensor>& t) { on_device(t[0]); });
   batch.x = up[0];
   batch.y = up[1];
   return batch;

@@ -157,6 +157,59 @@ TEST_CASE("transforms: normalize, random crop with padding, horizontal flip") {
   TESSERA_CHECK_THROWS_WITH(normalize({0.5, 0.5}, {1, 1})(x, gen), "normalize: expected [N, 2, H, W]");
 }
 
+TEST_CASE("device-side preprocessing gives the host's batches, bit for bit, on every backend") {
+  // The reference: every transform on the host, batches on the CPU.
+  LoaderOptions o;
+  o.batch_size = 9;
+  o.seed = 11;
+  o.workers = 1;
+  const std::vector<Transform> prep = {random_crop(4, 2), random_horizontal_flip(0.5), normalize({0.25}, {0.75})};
+  const auto epoch_images = [](LoaderOptions options) {
+    DataLoader dl(synthetic(40), options);
+    std::vector<std::vector<float>> out;
+    for (int64_t epoch : {0, 1}) {
+      dl.start_epoch(epoch);
+      Batch b;
+      while (dl.next(b)) {
+        REQUIRE(b.x.device() == options.device);
+        out.push_back(b.x.to_vector<float>());
+      }
+    }
+    return out;
+  };
+  o.device = kCPU;
+  o.transforms = prep;
+  const auto reference = epoch_images(o);
+  REQUIRE(reference.size() == 10);
+  CHECK(reference[0] != reference[5]);  // the draws differ per epoch
+  o.device = device();
+  CHECK(epoch_images(o) == reference);  // host transforms, uploaded
+  o.transforms.clear();
+  o.device_transforms = prep;
+  CHECK(epoch_images(o) == reference);  // the same transforms on the device, on the loader's stream
+  o.workers = 0;
+  CHECK(epoch_images(o) == reference);
+  o.workers = 2;  // split between the lists: the draws continue from host to device
+  o.transforms = {prep[0]};
+  o.device_transforms = {prep[1], prep[2]};
+  CHECK(epoch_images(o) == reference);
+}
+
+TEST_CASE("crop and flip move pixels only: a flipped crop holds the padded image's values") {
+  Generator gen(5);
+  const Tensor x = add(arange(0.0, 2.0 * 3 * 5 * 5).reshape({2, 3, 5, 5}), 1.0).to(device());
+  const Tensor crop = random_crop(5, 0)(x, gen);
+  CHECK(crop.to_vector<float>() == x.to_vector<float>());  // no padding, full size: the identity
+  const Tensor padded = random_crop(3, 1)(x, gen);
+  CHECK(padded.shape() == Shape{2, 3, 3, 3});
+  const std::vector<float> source = x.to_vector<float>();
+  for (float v : padded.to_vector<float>()) CHECK((v == 0 || std::find(source.begin(), source.end(), v) != source.end()));
+  Generator never(1);
+  CHECK(random_horizontal_flip(0.0)(x, never).to_vector<float>() == x.to_vector<float>());
+  TESSERA_CHECK_THROWS_WITH(random_crop(0, 1), "random_crop: size must be >= 1");
+  TESSERA_CHECK_THROWS_WITH(random_horizontal_flip(1.5), "random_horizontal_flip: p must be in [0, 1]");
+}
+
 TEST_CASE("the DataLoader reuses its pinned buffers across batches and epochs") {
   LoaderOptions o;
   o.batch_size = 5;

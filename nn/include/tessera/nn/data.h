@@ -39,9 +39,9 @@ struct Batch {
 using Transform = std::function<Tensor(const Tensor& x, Generator& gen)>;
 /** (x - mean) / std per channel. */
 Transform normalize(std::vector<double> mean, std::vector<double> std);
-/** Zero-pads by `padding` and crops a random size x size window per image. */
+/** Zero-pads by `padding` and crops a random size x size window per image (two gathers). */
 Transform random_crop(int64_t size, int64_t padding);
-/** Flips each image left-right with probability p. */
+/** Flips each image left-right with probability p (one gather). */
 Transform random_horizontal_flip(double p = 0.5);
 
 struct LoaderOptions {
@@ -52,7 +52,11 @@ struct LoaderOptions {
   int workers = 1;        ///< background threads preparing batches (0 = on the caller's thread)
   int prefetch = 4;       ///< batches prepared ahead (bound of the queue)
   Device device = kCPU;   ///< batches are moved here (through pinned memory and an async copy on device backends)
-  std::vector<Transform> transforms = {};
+  std::vector<Transform> transforms = {};         ///< on the host, before the upload (worker threads)
+  /** On `device` after the upload (for device backends on the loader's copy stream, overlapping
+   *  the training step), drawing from the same per-batch generator after `transforms`: moving a
+   *  transform from one list to the other gives the same batches. */
+  std::vector<Transform> device_transforms = {};
 };
 
 class DataLoader {
