@@ -53,6 +53,67 @@ struct MinimumFn {
   }
 };
 
+struct Atan2Fn {  // the front-end promotes integer operands to float
+  template <class T> TESSERA_HD T operator()(T a, T b) const { return kmath::atan2(a, b); }
+};
+// Integer division by zero has no value: these give 0 (PyTorch raises on the CPU, CUDA returns
+// garbage); INT_MIN by -1 overflows, so -1 is answered without dividing.
+// C's fmod: the result takes the dividend's sign.
+struct FmodFn {
+  template <class T> TESSERA_HD T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return kmath::fmod(a, b);
+    } else {
+      if (b == T(0)) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return T(0);
+      }
+      return static_cast<T>(a % b);
+    }
+  }
+};
+// Python's %: the result takes the divisor's sign (torch.remainder, numpy.mod).
+struct RemainderFn {
+  template <class T> TESSERA_HD T operator()(T a, T b) const {
+    const T r = FmodFn{}(a, b);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (r != T(0) && ((r < T(0)) != (b < T(0)))) return r + b;
+      // A zero remainder takes the divisor's sign, like Python (-0.0 for a negative divisor).
+      return r == T(0) ? (b < T(0) ? -T(0) : T(0)) : r;
+    } else {
+      if constexpr (std::is_signed_v<T>) {
+        if (r != T(0) && ((r < T(0)) != (b < T(0)))) return static_cast<T>(r + b);
+      }
+      return r;
+    }
+  }
+};
+// floor(a / b). Floats follow PyTorch's div_floor (through fmod, so 7.0 // 0.1 stays exact-ish
+// where floor of the rounded quotient would not).
+struct FloorDivideFn {
+  template <class T> TESSERA_HD T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (b == T(0)) return a / b;
+      const T mod = kmath::fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+      if (div == T(0)) return (a / b) < T(0) ? -T(0) : T(0);
+      T floordiv = kmath::floor(div);
+      if (div - floordiv > T(0.5)) floordiv += T(1);
+      return floordiv;
+    } else {
+      if (b == T(0)) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return static_cast<T>(wrap_t<T>(0) - static_cast<wrap_t<T>>(a));  // -INT_MIN wraps
+        const T q = static_cast<T>(a / b);
+        return (a % b != T(0) && ((a < T(0)) != (b < T(0)))) ? static_cast<T>(q - T(1)) : q;
+      } else {
+        return static_cast<T>(a / b);
+      }
+    }
+  }
+};
+
 #define TESSERA_BOOL_BINARY(Name, expr)                                         \
   struct Name {                                                                 \
     template <class T> TESSERA_HD bool operator()(T a, T b) const { return expr; } \

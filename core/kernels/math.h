@@ -26,10 +26,21 @@ TESSERA_KMATH_FN(floor, floorf, floor)
 TESSERA_KMATH_FN(ceil, ceilf, ceil)
 TESSERA_KMATH_FN(nearbyint, nearbyintf, nearbyint)
 TESSERA_KMATH_FN(fabs, fabsf, fabs)
+TESSERA_KMATH_FN(trunc, truncf, trunc)
+TESSERA_KMATH_FN(tan, tanf, tan)
+TESSERA_KMATH_FN(asin, asinf, asin)
+TESSERA_KMATH_FN(acos, acosf, acos)
+TESSERA_KMATH_FN(atan, atanf, atan)
+TESSERA_KMATH_FN(log2, log2f, log2)
+TESSERA_KMATH_FN(exp2, exp2f, exp2)
 #undef TESSERA_KMATH_FN
 
 TESSERA_HD_INLINE float pow(float a, float b) { return ::powf(a, b); }
 TESSERA_HD_INLINE double pow(double a, double b) { return ::pow(a, b); }
+TESSERA_HD_INLINE float fmod(float a, float b) { return ::fmodf(a, b); }
+TESSERA_HD_INLINE double fmod(double a, double b) { return ::fmod(a, b); }
+TESSERA_HD_INLINE float atan2(float a, float b) { return ::atan2f(a, b); }
+TESSERA_HD_INLINE double atan2(double a, double b) { return ::atan2(a, b); }
 
 template <class T> TESSERA_HD_INLINE bool isnan(T x) {
   if constexpr (std::is_floating_point_v<T>) {

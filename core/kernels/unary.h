@@ -31,6 +31,26 @@ TESSERA_FLOAT_UNARY(GeluTanhFn,
                     T(0.5) * x * (T(1) + kmath::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
 // softplus(x) = log(1 + exp(x)), written as max(x, 0) + log1p(exp(-|x|)) so it never overflows.
 TESSERA_FLOAT_UNARY(SoftplusFn, (x > T(0) ? x : T(0)) + kmath::log1p(kmath::exp(-kmath::fabs(x))))
+TESSERA_FLOAT_UNARY(TanFn, kmath::tan(x))
+TESSERA_FLOAT_UNARY(AsinFn, kmath::asin(x))
+TESSERA_FLOAT_UNARY(AcosFn, kmath::acos(x))
+TESSERA_FLOAT_UNARY(AtanFn, kmath::atan(x))
+TESSERA_FLOAT_UNARY(Log2Fn, kmath::log2(x))
+TESSERA_FLOAT_UNARY(Exp2Fn, kmath::exp2(x))
+// x * tanh(softplus(x)), with softplus written to saturate like SoftplusFn.
+TESSERA_FLOAT_UNARY(MishFn, x * kmath::tanh((x > T(0) ? x : T(0)) + kmath::log1p(kmath::exp(-kmath::fabs(x)))))
+// relu6(x + 3), with NaN passing through both comparisons: hardswish(-inf) is -inf * 0 = NaN,
+// as in PyTorch and ONNX's x * max(0, min(1, x / 6 + 0.5)).
+template <class T> TESSERA_HD_INLINE T relu6_shift3(T x) {
+  const T r = x + T(3);
+  return r < T(0) ? T(0) : (r > T(6) ? T(6) : r);
+}
+TESSERA_FLOAT_UNARY(HardswishFn, x * relu6_shift3(x) / T(6))
+TESSERA_FLOAT_UNARY(HardsigmoidFn, relu6_shift3(x) / T(6))
+TESSERA_FLOAT_UNARY(EluFn, x > T(0) ? x : (x <= T(0) ? kmath::expm1(x) : x))
+// SELU's constants (Klambauer et al. 2017), as PyTorch and ONNX define them.
+TESSERA_FLOAT_UNARY(SeluFn, T(1.0507009873554804934193349852946) *
+                                (x > T(0) ? x : (x <= T(0) ? T(1.6732632423543772848170429916717) * kmath::expm1(x) : x)))
 #undef TESSERA_FLOAT_UNARY
 
 struct NegFn {
@@ -76,6 +96,11 @@ struct FloorFn {
 struct CeilFn {
   template <class T> TESSERA_HD T operator()(T x) const {
     if constexpr (std::is_floating_point_v<T>) return kmath::ceil(x); else return x;
+  }
+};
+struct TruncFn {
+  template <class T> TESSERA_HD T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return kmath::trunc(x); else return x;
   }
 };
 // Round half to even, like torch.round and numpy.round (nearbyint in the default rounding mode).

@@ -25,7 +25,10 @@ TEST_CASE("gradients of unary ops") {
       {"cos", &tessera::cos, -3, 3},  {"tanh", &tessera::tanh, -2, 2}, {"sigmoid", &sigmoid, -4, 4},
       {"silu", &silu, -3, 3},         {"softplus", &softplus, -3, 3}, {"erf", &tessera::erf, -2, 2},
       {"sign", &sign, 0.1, 2},        {"floor", &tessera::floor, 0.1, 0.9}, {"ceil", &tessera::ceil, 0.1, 0.9},
-      {"round", &tessera::round, 0.1, 0.4},
+      {"round", &tessera::round, 0.1, 0.4},  {"trunc", &tessera::trunc, 0.1, 0.9}, {"tan", &tessera::tan, -1, 1},
+      {"asin", &tessera::asin, -0.8, 0.8},   {"acos", &tessera::acos, -0.8, 0.8}, {"atan", &tessera::atan, -2, 2},
+      {"log2", &tessera::log2, 0.2, 3},      {"exp2", &tessera::exp2, -2, 2}, {"mish", &mish, -3, 3},
+      {"hardswish", &hardswish, -2.5, 2.5},  {"hardsigmoid", &hardsigmoid, -2.5, 2.5}, {"selu", &selu, -2, 2},
   };
   uint64_t seed = 1;
   for (const Case& c : cases) {
@@ -35,6 +38,23 @@ TEST_CASE("gradients of unary ops") {
   }
   TESSERA_CHECK_GRAD([](const V& in) { return gelu(in[0], false); }, {grad_input({7}, 3, -3, 3)});
   TESSERA_CHECK_GRAD([](const V& in) { return gelu(in[0], true); }, {grad_input({7}, 4, -3, 3)});
+  TESSERA_CHECK_GRAD([](const V& in) { return elu(in[0]); }, {grad_input({9}, 5, -2, 2)});
+  TESSERA_CHECK_GRAD([](const V& in) { return elu(in[0], 0.5); }, {grad_input({9}, 6, -2, 2)});
+  TESSERA_CHECK_GRAD([](const V& in) { return leaky_relu(in[0], 0.2); }, {grad_input({9}, 7, -2, 2)});
+  TESSERA_CHECK_GRAD([](const V& in) { return softplus(in[0], 2.0, 3.0); }, {grad_input({9}, 8, -2, 2)});
+  // Beyond the hardswish kinks (+-3) the slope is 0 and 1.
+  TESSERA_CHECK_GRAD([](const V& in) { return hardswish(mul(in[0], 4.0)); }, {grad_input({6}, 9, 0.8, 2)});
+}
+
+TEST_CASE("gradients of atan2, fmod and remainder") {
+  TESSERA_CHECK_GRAD([](const V& in) { return tessera::atan2(in[0], in[1]); }, {grad_input({3, 4}, 20, 0.5, 2), grad_input({4}, 21, -2, 2)});
+  // |a| < b: no jump of trunc/floor(a / b) nearby. fmod's quotient is 0 there (d/db = 0);
+  // remainder's is -1 for negative a (d/db = 1).
+  using Fn = Tensor (*)(const Tensor&, const Tensor&);
+  for (Fn fn : {static_cast<Fn>(&tessera::fmod), static_cast<Fn>(&tessera::remainder)}) {
+    TESSERA_CHECK_GRAD([&](const V& in) { return fn(sub(in[0], 2.5), in[1]); }, {grad_input({5}, 22, 0.5, 2), grad_input({5}, 23, 2.6, 3)});
+    TESSERA_CHECK_GRAD([&](const V& in) { return fn(in[0], in[1]); }, {grad_input({5}, 24, 0.5, 2), grad_input({5}, 25, 2.6, 3)});
+  }
 }
 
 TEST_CASE("gradients of binary ops with broadcasting and scalars") {

@@ -2,6 +2,7 @@
 // memory layout, broadcasting, scalars, size-0 and size-1 axes, and outputs written into
 // views of a sentinel-filled buffer (nothing outside the view may change).
 #include <cmath>
+#include <limits>
 
 #include "support/checks.h"
 
@@ -17,6 +18,7 @@ struct UnaryCase {
 };
 Tensor gelu_erf(const Tensor& x) { return gelu(x, false); }
 Tensor gelu_tanh(const Tensor& x) { return gelu(x, true); }
+Tensor elu_default(const Tensor& x) { return elu(x); }
 
 const UnaryCase kUnary[] = {
     {"neg", &neg, -3, 3, false},          {"abs", &tessera::abs, -3, 3, false},
@@ -31,6 +33,12 @@ const UnaryCase kUnary[] = {
     {"sigmoid", &sigmoid, -6, 6, true},   {"gelu", &gelu_erf, -3, 3, true},
     {"gelu_tanh", &gelu_tanh, -3, 3, true}, {"silu", &silu, -3, 3, true},
     {"softplus", &softplus, -5, 5, true}, {"erf", &tessera::erf, -2, 2, true},
+    {"trunc", &tessera::trunc, -3, 3, false}, {"tan", &tessera::tan, -1.2, 1.2, true},
+    {"asin", &tessera::asin, -0.95, 0.95, true}, {"acos", &tessera::acos, -0.95, 0.95, true},
+    {"atan", &tessera::atan, -3, 3, true}, {"log2", &tessera::log2, 0.1, 4, true},
+    {"exp2", &tessera::exp2, -3, 3, true}, {"mish", &mish, -3, 3, true},
+    {"hardswish", &hardswish, -5, 5, true}, {"hardsigmoid", &hardsigmoid, -5, 5, true},
+    {"elu", &elu_default, -3, 3, true},   {"selu", &selu, -3, 3, true},
 };
 
 const Shape kShapes[] = {{17}, {3, 5}, {2, 3, 4}, {1, 7}, {4, 1}, {0, 3}, {}};
@@ -109,6 +117,8 @@ const BinaryCase kBinary[] = {
     {"le", &le, BinaryCase::compare},         {"gt", &gt, BinaryCase::compare},
     {"ge", &ge, BinaryCase::compare},         {"logical_and", &logical_and, BinaryCase::logical},
     {"logical_or", &logical_or, BinaryCase::logical}, {"logical_xor", &logical_xor, BinaryCase::logical},
+    {"atan2", &tessera::atan2, BinaryCase::truediv}, {"fmod", &tessera::fmod, BinaryCase::arith},
+    {"remainder", &remainder, BinaryCase::arith}, {"floor_divide", &floor_divide, BinaryCase::arith},
 };
 }  // namespace
 
@@ -132,7 +142,9 @@ TEST_CASE("binary ops match the reference across dtypes, layouts and broadcastin
           const Tensor a = make_input(sa, dt, ++seed, lo, hi, layout);
           // Small integer range makes equal pairs likely, so comparisons see ties.
           Tensor b = make_input(sb, dt, ++seed, is_pow ? 0 : lo, hi, Layout::contiguous);
-          if (std::string(c.name) == "div" && !is_floating(dt)) b = where(eq(b, 0), full_like(b, 3), b);
+          const std::string name = c.name;
+          const bool divides = name == "fmod" || name == "remainder" || name == "floor_divide";
+          if ((name == "div" && !is_floating(dt)) || divides) b = where(eq(b, 0), full_like(b, 3), b);
           const Tensor y = c.fn(a, b);
           DType want_dt = dt;
           if (c.kind == BinaryCase::truediv) want_dt = to_floating(dt);
@@ -177,6 +189,45 @@ TEST_CASE("where, clamp, lerp and isnan") {
   const Tensor n = from_vector<float>({1, NAN, 3}, {3}).to(device());
   CHECK(isnan(n).to_vector<bool>() == std::vector<bool>{false, true, false});
   CHECK(std::isnan(clamp(n, 0, 2).to_vector<float>()[1]));
+}
+
+TEST_CASE("composite elementwise ops: activations with options, predicates, rounding division, masked_fill") {
+  const Tensor x = from_vector<float>({-3, -0.5f, 0, 0.5f, 3, 30}, {6}).to(device());
+  CHECK(leaky_relu(x, 0.1).to_vector<float>() == std::vector<float>{-0.3f, -0.05f, 0, 0.5f, 3, 30});
+  TESSERA_CHECK_CLOSE(elu(x, 0.5), ref::map(to_ref(x), [](double v) { return v > 0 ? v : 0.5 * std::expm1(v); }), Tolerance{1e-6, 1e-7});
+  // softplus with beta 2 and threshold 5: x itself where 2x > 5.
+  TESSERA_CHECK_CLOSE(softplus(x, 2.0, 5.0),
+                      ref::map(to_ref(x), [](double v) { return 2 * v > 5 ? v : std::log1p(std::exp(2 * v)) / 2; }), Tolerance{1e-6, 1e-7});
+  TESSERA_CHECK_THROWS_WITH(softplus(x, 0.0), "softplus: beta must be nonzero");
+  const Tensor s = from_vector<float>({1, NAN, INFINITY, -INFINITY, -2}, {5}).to(device());
+  CHECK(isinf(s).to_vector<bool>() == std::vector<bool>{false, false, true, true, false});
+  CHECK(isfinite(s).to_vector<bool>() == std::vector<bool>{true, false, false, false, true});
+  CHECK(nan_to_num(s).to_vector<float>() == std::vector<float>{1, 0, std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(), -2});
+  CHECK(nan_to_num(s, 7, 8, -9).to_vector<float>() == std::vector<float>{1, 7, 8, -9, -2});
+  CHECK(nan_to_num(s.to(DType::f16)).to(DType::f32).to_vector<float>()[2] == 65504.0f);
+  const Tensor i = from_vector<int32_t>({-7, -6, 0, 5, 7}, {5}).to(device());
+  CHECK_FALSE(any(isinf(i)).item<bool>());
+  CHECK(all(isfinite(i)).item<bool>());
+  CHECK(logical_not(i).to_vector<bool>() == std::vector<bool>{false, false, true, false, false});
+  CHECK(logical_not(gt(i, 0)).to_vector<bool>() == std::vector<bool>{true, true, true, false, false});
+  // Rounding division, integers and floats, every sign combination.
+  CHECK(div(i, full({}, 2, DType::i32, device()), "floor").to_vector<int32_t>() == std::vector<int32_t>{-4, -3, 0, 2, 3});
+  CHECK(div(i, full({}, 2, DType::i32, device()), "trunc").to_vector<int32_t>() == std::vector<int32_t>{-3, -3, 0, 2, 3});
+  CHECK(div(i, full({}, -2, DType::i32, device()), "trunc").to_vector<int32_t>() == std::vector<int32_t>{3, 3, 0, -2, -3});
+  CHECK(remainder(i, -4).to_vector<int32_t>() == std::vector<int32_t>{-3, -2, 0, -3, -1});
+  CHECK(tessera::fmod(i, -4).to_vector<int32_t>() == std::vector<int32_t>{-3, -2, 0, 1, 3});
+  CHECK(floor_divide(i, 0).to_vector<int32_t>() == std::vector<int32_t>{0, 0, 0, 0, 0});  // defined, not a crash
+  const Tensor f = from_vector<float>({-7.5f, 7.5f}, {2}).to(device());
+  CHECK(div(f, full({}, 2.0, DType::f32, device()), "trunc").to_vector<float>() == std::vector<float>{-3, 3});
+  CHECK(div(f, full({}, 2.0, DType::f32, device()), "floor").to_vector<float>() == std::vector<float>{-4, 3});
+  CHECK(div(f, full({}, 2.0, DType::f32, device()), "").to_vector<float>() == std::vector<float>{-3.75f, 3.75f});
+  TESSERA_CHECK_THROWS_WITH(div(f, f, "round"), "div: rounding_mode must be");
+  // masked_fill broadcasts the mask and keeps the input's dtype.
+  const Tensor m = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).to(device());
+  const Tensor mask = from_vector<bool>({true, false, true}, {3}).to(device());
+  CHECK(masked_fill(m, mask, -1).to_vector<float>() == std::vector<float>{-1, 2, -1, -1, 5, -1});
+  TESSERA_CHECK_THROWS_WITH(masked_fill(m, gt(m, 0).to(DType::f32), 0), "masked_fill: mask must be bool");
+  TESSERA_CHECK_THROWS_WITH(masked_fill(mask, gt(m, 2), 0), "masked_fill: mask [2, 3] does not broadcast to input [3]");
 }
 
 TEST_CASE("cast converts between every pair of dtypes") {

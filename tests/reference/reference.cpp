@@ -265,6 +265,19 @@ double unary(const char* op, double x) {
   if (o == "silu") return x / (1.0 + std::exp(-x));
   if (o == "softplus") return std::log1p(std::exp(x));
   if (o == "erf") return std::erf(x);
+  if (o == "trunc") return std::trunc(x);
+  if (o == "tan") return std::tan(x);
+  if (o == "asin") return std::asin(x);
+  if (o == "acos") return std::acos(x);
+  if (o == "atan") return std::atan(x);
+  if (o == "log2") return std::log2(x);
+  if (o == "exp2") return std::exp2(x);
+  const auto relu6_shift3 = [](double v) { return v + 3 < 0 ? 0.0 : (v + 3 > 6 ? 6.0 : v + 3); };  // NaN passes
+  if (o == "mish") return x * std::tanh(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))));
+  if (o == "hardswish") return x * relu6_shift3(x) / 6;
+  if (o == "hardsigmoid") return relu6_shift3(x) / 6;
+  if (o == "elu") return x > 0 ? x : std::expm1(x);
+  if (o == "selu") return 1.0507009873554804934193349852946 * (x > 0 ? x : 1.6732632423543772848170429916717 * std::expm1(x));
   throw std::runtime_error("ref::unary: unknown op " + o);
 }
 
@@ -286,6 +299,13 @@ double binary(const char* op, double a, double b) {
   if (o == "logical_and") return (a != 0) && (b != 0);
   if (o == "logical_or") return (a != 0) || (b != 0);
   if (o == "logical_xor") return (a != 0) != (b != 0);
+  if (o == "atan2") return std::atan2(a, b);
+  if (o == "fmod") return std::fmod(a, b);
+  if (o == "remainder") {
+    const double r = std::fmod(a, b);
+    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+  }
+  if (o == "floor_divide") return std::floor(a / b);
   throw std::runtime_error("ref::binary: unknown op " + o);
 }
 

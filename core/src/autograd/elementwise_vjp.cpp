@@ -54,6 +54,27 @@ Tensor unary_derivative(OpId op, const Tensor& x, const Tensor& y) {
     }
     case OpId::Softplus: return sigmoid(x);
     case OpId::Erf: return mul(exp(neg(square(x))), 2.0 / std::sqrt(M_PI));
+    case OpId::Trunc: return zeros_like(x);
+    case OpId::Tan: return add(square(y), 1);
+    case OpId::Asin: return rsqrt(sub(1, square(x)));
+    case OpId::Acos: return neg(rsqrt(sub(1, square(x))));
+    case OpId::Atan: return reciprocal(add(square(x), 1));
+    case OpId::Log2: return reciprocal(mul(x, M_LN2));
+    case OpId::Exp2: return mul(y, M_LN2);
+    case OpId::Mish: {  // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x)
+      const Tensor t = tanh(softplus(x));
+      return add(t, mul(mul(x, sigmoid(x)), sub(1, square(t))));
+    }
+    case OpId::Hardswish: {  // 0 below -3, 1 above 3, (2x + 3) / 6 between (PyTorch's choice at the kinks)
+      const Tensor mid = div(add(mul(x, 2), 3), 6);
+      return where(lt(x, -3), zeros_like(x), where(le(x, 3), mid, ones_like(x)));
+    }
+    case OpId::Hardsigmoid: return where(logical_and(gt(x, -3), lt(x, 3)), full_like(x, 1.0 / 6), zeros_like(x));
+    case OpId::Elu: return where(gt(x, 0), ones_like(x), add(y, 1));
+    case OpId::Selu: {
+      constexpr double kScale = 1.0507009873554804934193349852946, kAlpha = 1.6732632423543772848170429916717;
+      return where(gt(x, 0), full_like(x, kScale), add(y, kScale * kAlpha));
+    }
     default: break;
   }
   throw Error(detail::concat(op_name(op), ": no gradient rule"));
@@ -123,6 +144,19 @@ void record_binary(OpId op, const Tensor& a_in, const Tensor& b_in, Tensor& out)
         const Tensor share = add(wins, mul(eq(a, b).to(g.dtype()), 0.5));
         return std::vector<Tensor>{mul(g, share), mul(g, sub(1, share))};
       };
+      break;
+    case OpId::Atan2:
+      fn = [a, b](const Tensor& g) {
+        const Tensor r2 = add(square(a), square(b));
+        return std::vector<Tensor>{mul(g, div(b, r2)), mul(g, div(neg(a), r2))};
+      };
+      break;
+    case OpId::Fmod:       // a - trunc(a / b) b: d/db = -trunc(a / b) = -(a - y) / b, exactly
+    case OpId::Remainder:  // a - floor(a / b) b: likewise with floor
+      fn = [a, b, y](const Tensor& g) { return std::vector<Tensor>{g, mul(g, neg(div(sub(a, y), b)))}; };
+      break;
+    case OpId::FloorDivide:  // piecewise constant
+      fn = [](const Tensor& g) { return std::vector<Tensor>{zeros_like(g), zeros_like(g)}; };
       break;
     default: throw Error(detail::concat(op_name(op), ": no gradient rule"));
   }

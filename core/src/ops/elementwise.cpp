@@ -110,6 +110,22 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) { return unary(tanh_approx
 Tensor silu(const Tensor& x) { return unary(OpId::Silu, x); }
 Tensor softplus(const Tensor& x) { return unary(OpId::Softplus, x); }
 Tensor erf(const Tensor& x) { return unary(OpId::Erf, x); }
+Tensor trunc(const Tensor& x) { return unary(OpId::Trunc, x); }
+Tensor tan(const Tensor& x) { return unary(OpId::Tan, x); }
+Tensor asin(const Tensor& x) { return unary(OpId::Asin, x); }
+Tensor acos(const Tensor& x) { return unary(OpId::Acos, x); }
+Tensor atan(const Tensor& x) { return unary(OpId::Atan, x); }
+Tensor log2(const Tensor& x) { return unary(OpId::Log2, x); }
+Tensor exp2(const Tensor& x) { return unary(OpId::Exp2, x); }
+Tensor mish(const Tensor& x) { return unary(OpId::Mish, x); }
+Tensor hardswish(const Tensor& x) { return unary(OpId::Hardswish, x); }
+Tensor hardsigmoid(const Tensor& x) { return unary(OpId::Hardsigmoid, x); }
+Tensor selu(const Tensor& x) { return unary(OpId::Selu, x); }
+Tensor elu(const Tensor& x, double alpha) {
+  if (alpha == 1.0) return unary(OpId::Elu, x);
+  const Tensor xf = is_floating(x.dtype()) ? x : cast(x, DType::f32);
+  return where(gt(xf, 0), xf, mul(expm1(xf), alpha));
+}
 
 #define TESSERA_DEFINE_BINARY(fname, id)                                                  \
   Tensor fname(const Tensor& a, const Tensor& b) { return binary(OpId::id, a, b); }      \
@@ -122,6 +138,10 @@ TESSERA_DEFINE_BINARY(div, Div)
 TESSERA_DEFINE_BINARY(pow, Pow)
 TESSERA_DEFINE_BINARY(maximum, Maximum)
 TESSERA_DEFINE_BINARY(minimum, Minimum)
+TESSERA_DEFINE_BINARY(atan2, Atan2)
+TESSERA_DEFINE_BINARY(fmod, Fmod)
+TESSERA_DEFINE_BINARY(remainder, Remainder)
+TESSERA_DEFINE_BINARY(floor_divide, FloorDivide)
 TESSERA_DEFINE_BINARY(eq, Eq)
 TESSERA_DEFINE_BINARY(ne, Ne)
 TESSERA_DEFINE_BINARY(lt, Lt)

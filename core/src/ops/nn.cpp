@@ -318,6 +318,9 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& logits, const Tensor& ta
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Reduction reduction, double label_smoothing,
                      int64_t ignore_index) {
+  if (target_in.defined() && is_floating(target_in.dtype())) {  // class probabilities
+    return cross_entropy(logits_in, target_in, Tensor(), reduction, label_smoothing, ignore_index);
+  }
   auto [logits, target] = flatten_classes(autocast(logits_in, CastPolicy::f32), target_in, "cross_entropy");
   TESSERA_CHECK(is_floating(logits.dtype()), "cross_entropy", "expected floating logits, got ", logits.dtype());
   TESSERA_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy", "label_smoothing must be in [0, 1], got ",

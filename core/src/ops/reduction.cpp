@@ -10,6 +10,7 @@
 #include "tessera/autocast.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
+#include "tessera/ops/indexing.h"
 
 namespace tessera {
 
@@ -157,6 +158,27 @@ Tensor arg_reduce(OpId op, const Tensor& x, std::optional<int64_t> axis, bool ke
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> axis, bool keepdim) { return arg_reduce(OpId::Argmax, x, axis, keepdim); }
 Tensor argmin(const Tensor& x, std::optional<int64_t> axis, bool keepdim) { return arg_reduce(OpId::Argmin, x, axis, keepdim); }
+
+namespace {
+// The values are gathered at the indices, so the gradient flows to the one element picked
+// (amax instead splits it between ties).
+ValuesIndices values_at_arg(OpId op, const Tensor& x, int64_t axis, bool keepdim) {
+  const char* name = op == OpId::Argmax ? "max" : "min";
+  detail::check_defined(x, name);
+  if (x.dim() == 0) {
+    normalize_axis(axis, 1, name);
+    return {x.clone(), zeros({}, DType::i64, x.device())};
+  }
+  const int64_t a = normalize_axis(axis, x.dim(), name);
+  const Tensor index = arg_reduce(op, x, a, true);
+  const Tensor values = take_along_axis(x, index, a);
+  if (keepdim) return {values, index};
+  return {values.squeeze(a), index.squeeze(a)};
+}
+}  // namespace
+
+ValuesIndices max(const Tensor& x, int64_t axis, bool keepdim) { return values_at_arg(OpId::Argmax, x, axis, keepdim); }
+ValuesIndices min(const Tensor& x, int64_t axis, bool keepdim) { return values_at_arg(OpId::Argmin, x, axis, keepdim); }
 
 Tensor var(const Tensor& x, const Axes& axes, int64_t correction, bool keepdim) {
   detail::check_defined(x, "var");

@@ -2,6 +2,9 @@
 // Elementwise ops. All accept any strides and broadcast NumPy-style; f16/bf16 compute in f32.
 // Float-only ops (exp, log, ...) turn integer inputs into float32, like PyTorch.
 // Errors name the op: "add: shapes [2, 3] and [4, 3] cannot be broadcast".
+#include <optional>
+#include <string>
+
 #include "tessera/scalar.h"
 #include "tessera/tensor.h"
 
@@ -35,6 +38,37 @@ Tensor silu(const Tensor& x);
 /** log(1 + exp(x)), computed without overflow. */
 Tensor softplus(const Tensor& x);
 Tensor erf(const Tensor& x);
+/** Rounds toward zero. */
+Tensor trunc(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor exp2(const Tensor& x);
+/** x * tanh(softplus(x)). */
+Tensor mish(const Tensor& x);
+/** x * relu6(x + 3) / 6. */
+Tensor hardswish(const Tensor& x);
+/** relu6(x + 3) / 6. */
+Tensor hardsigmoid(const Tensor& x);
+/** x > 0 ? x : alpha * (exp(x) - 1). */
+Tensor elu(const Tensor& x, double alpha = 1.0);
+/** scale * elu(x, alpha) with SELU's fixed constants. */
+Tensor selu(const Tensor& x);
+/** x > 0 ? x : negative_slope * x. */
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+/** log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch's softplus). */
+Tensor softplus(const Tensor& x, double beta, double threshold = 20.0);
+/** True where x is +-inf (never for integers). */
+Tensor isinf(const Tensor& x);
+/** True where x is neither NaN nor +-inf. */
+Tensor isfinite(const Tensor& x);
+/** NaN -> nan, +inf -> posinf (default: the dtype's largest), -inf -> neginf (its lowest). */
+Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
+/** True where x is zero (bool result, any input dtype). */
+Tensor logical_not(const Tensor& x);
 
 // ---- binary (tensor or scalar operands) ----
 #define TESSERA_DECLARE_BINARY(name)                \
@@ -50,6 +84,14 @@ TESSERA_DECLARE_BINARY(pow)
 /** Elementwise max/min; NaN propagates. */
 TESSERA_DECLARE_BINARY(maximum)
 TESSERA_DECLARE_BINARY(minimum)
+/** atan2(a, b), the angle of the point (b, a); integer operands give float32. */
+TESSERA_DECLARE_BINARY(atan2)
+/** C's fmod: a - trunc(a / b) * b, the sign of a. Integer division by zero gives 0. */
+TESSERA_DECLARE_BINARY(fmod)
+/** Python's %: a - floor(a / b) * b, the sign of b. Integer division by zero gives 0. */
+TESSERA_DECLARE_BINARY(remainder)
+/** floor(a / b) (integers stay integers; no gradient). Integer division by zero gives 0. */
+TESSERA_DECLARE_BINARY(floor_divide)
 // Comparisons give bool.
 TESSERA_DECLARE_BINARY(eq)
 TESSERA_DECLARE_BINARY(ne)
@@ -92,5 +134,9 @@ Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w);
 Tensor cast(const Tensor& x, DType dtype);
 /** True where x is NaN. */
 Tensor isnan(const Tensor& x);
+/** Division with PyTorch's rounding_mode: "trunc" or "floor" (integers stay integers); "" is div. */
+Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode);
+/** x with `value` where `mask` (bool, broadcast to x) is true. */
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 
 }  // namespace tessera

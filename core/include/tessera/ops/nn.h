@@ -18,6 +18,17 @@ using Size2 = std::array<int64_t, 2>;
  */
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = {1, 1},
               Size2 padding = {0, 0}, Size2 dilation = {1, 1}, int64_t groups = 1);
+/** PyTorch's string paddings: "valid" (none) and "same" (output size = input size, stride 1
+ *  only; an odd total padding puts the extra row/column at the bottom/right). */
+enum class PaddingMode { valid, same };
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, PaddingMode padding,
+              Size2 dilation = {1, 1}, int64_t groups = 1);
+/** 1-D convolution: x [N, C, L], weight [O, C / groups, k] (conv2d over a height of 1). */
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1, int64_t padding = 0,
+              int64_t dilation = 1, int64_t groups = 1);
+/** conv1d with "valid" or "same" padding. */
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, PaddingMode padding,
+              int64_t dilation = 1, int64_t groups = 1);
 
 /** Max pooling over [N, C, H, W]; stride defaults to the kernel size. Padding is -inf. */
 Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
@@ -50,6 +61,14 @@ enum class Reduction { none, mean, sum };
  * the number of non-ignored targets.
  */
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::mean,
+                     double label_smoothing = 0.0, int64_t ignore_index = -100);
+/**
+ * Cross entropy with per-class `weight` [C] (undefined: none) and either integer targets (as
+ * above; `mean` divides by the summed weights of the kept targets, as PyTorch) or float class
+ * probabilities of the logits' shape (soft labels; `mean` divides by the number of items).
+ * The plain overload takes probability targets too.
+ */
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, Reduction reduction = Reduction::mean,
                      double label_smoothing = 0.0, int64_t ignore_index = -100);
 /** Negative log likelihood from log-probabilities [N, C] and integer targets [N]. */
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::mean,

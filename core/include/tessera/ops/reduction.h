@@ -20,6 +20,13 @@ Tensor amin(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 /** Index (int64) of the first max along `axis`; over the flattened tensor when axis is none. */
 Tensor argmax(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false);
+/** Values and int64 indices of a reduction along one axis (PyTorch's max(dim) / min(dim)). */
+struct ValuesIndices {
+  Tensor values, indices;
+};
+/** Max along `axis` and the index of its first occurrence; the gradient goes to that element. */
+ValuesIndices max(const Tensor& x, int64_t axis, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t axis, bool keepdim = false);
 /** Variance with Bessel-style `correction` (1 = sample variance). */
 Tensor var(const Tensor& x, const Axes& axes = {}, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Axes& axes = {}, int64_t correction = 1, bool keepdim = false);
