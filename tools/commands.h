@@ -14,6 +14,8 @@ void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 /** Parse and validate only, never run a command (the CLI fuzzer). */
 void set_parse_only(bool on);
+/** `tessera onnx test|run`: the ONNX node-test suite and ONNX models (onnx_cmd.cpp). */
+void add_onnx_command(CLI::App& app);
 /** `tessera bench`: the benchmark suites (perf/). */
 void add_bench_command(CLI::App& app);
 

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   tessera::tools::add_train_command(app);
   tessera::tools::add_generate_command(app);
   tessera::tools::add_bench_command(app);
+  tessera::tools::add_onnx_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,214 @@
+// Model loading (parse, ONNX checker, load-time mapping of every node) and the interpreter
+// that runs the graph node by node (ONNX graphs are stored in topological order).
+#include <onnx/checker.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "proto.h"
+
+namespace tessera::onnx {
+
+// ---- Ctx ----
+const Tensor& Ctx::in(size_t i) const {
+  if (!has(i)) throw Error(detail::concat("onnx: ", node_.op_type(), " node '", node_.name(), "' lacks its input ", i));
+  return in_[i];
+}
+std::vector<int64_t> Ctx::ints(size_t i) const { return in(i).to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>(); }
+double Ctx::scalar(size_t i) const {
+  const Tensor t = in(i);
+  TESSERA_CHECK(t.numel() == 1, "onnx", node_.op_type(), " input ", i, " must hold one value, got ", shape_str(t.shape()));
+  return t.to(kCPU).to(DType::f64).reshape({}).item<double>();
+}
+const ::onnx::AttributeProto* Ctx::find(const std::string& name) const {
+  for (const auto& a : node_.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+int64_t Ctx::attr_i(const std::string& name, int64_t fallback) const {
+  const auto* a = find(name);
+  return a ? a->i() : fallback;
+}
+double Ctx::attr_f(const std::string& name, double fallback) const {
+  const auto* a = find(name);
+  return a ? a->f() : fallback;
+}
+std::string Ctx::attr_s(const std::string& name, const std::string& fallback) const {
+  const auto* a = find(name);
+  return a ? a->s() : fallback;
+}
+std::vector<int64_t> Ctx::attr_ints(const std::string& name, std::vector<int64_t> fallback) const {
+  const auto* a = find(name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
+}
+std::vector<double> Ctx::attr_floats(const std::string& name) const {
+  const auto* a = find(name);
+  return a ? std::vector<double>(a->floats().begin(), a->floats().end()) : std::vector<double>{};
+}
+Tensor Ctx::attr_t(const std::string& name) const {
+  const auto* a = find(name);
+  TESSERA_CHECK(a && a->has_t(), "onnx", node_.op_type(), " needs tensor attribute '", name, "'");
+  return tensor_from_proto(a->t());
+}
+
+std::string attr_text(const ::onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute()) {
+    if (a.name() != name) continue;
+    if (a.has_i()) return std::to_string(a.i());
+    if (a.has_f()) return std::to_string(a.f());
+    if (a.has_s()) return "\"" + a.s() + "\"";
+    return "(set)";
+  }
+  return "(unset)";
+}
+void unsupported(const ::onnx::NodeProto& node, const std::string& what) {
+  throw Unsupported(detail::concat("onnx: ", node.op_type(), " ", what, " is not supported"));
+}
+void require_attr_i(const ::onnx::NodeProto& node, const std::string& name, int64_t allowed) {
+  for (const auto& a : node.attribute()) {
+    if (a.name() == name && a.i() != allowed) unsupported(node, name + "=" + std::to_string(a.i()));
+  }
+}
+int64_t axis_of(int64_t axis, int64_t rank, const ::onnx::NodeProto& node) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  TESSERA_CHECK(a >= 0 && a < std::max<int64_t>(rank, 1), "onnx", node.op_type(), ": axis ", axis, " out of range for rank ", rank);
+  return a;
+}
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    register_elementwise_ops(t);
+    register_tensor_ops(t);
+    register_nn_ops(t);
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> out;
+  for (const auto& [name, def] : op_table()) out.push_back(name);
+  return out;
+}
+
+// ---- Model ----
+struct Model::Impl {
+  ::onnx::ModelProto proto;
+  int64_t opset = 0;
+  std::map<std::string, Tensor> initializers;  // on the CPU; moved to the run's device
+  std::vector<std::string> inputs, outputs;
+};
+
+namespace {
+void check_value_type(const ::onnx::ValueInfoProto& v, const char* role) {
+  if (!v.has_type()) return;
+  const auto& t = v.type();
+  if (!t.has_tensor_type()) {
+    throw Unsupported(detail::concat("onnx: ", role, " '", v.name(), "' is not a tensor (sequence, map or optional values are not supported)"));
+  }
+  dtype_from_onnx(t.tensor_type().elem_type(), detail::concat(role, " '", v.name(), "'"));
+}
+}  // namespace
+
+Model Model::from_bytes(const std::string& bytes, const std::string& name) {
+  auto impl = std::make_unique<Impl>();
+  TESSERA_CHECK(impl->proto.ParseFromString(bytes), "onnx", name, " is not a serialized ModelProto");
+  try {
+    ::onnx::checker::check_model(impl->proto);
+  } catch (const std::exception& e) {
+    throw Error(detail::concat("onnx: ", name, " fails the ONNX checker: ", e.what()));
+  }
+  for (const auto& o : impl->proto.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") impl->opset = o.version();
+  }
+  const auto& g = impl->proto.graph();
+  for (const auto& init : g.initializer()) impl->initializers[init.name()] = tensor_from_proto(init);
+  TESSERA_CHECK(g.sparse_initializer_size() == 0, "onnx", name, " has sparse initializers, which are not supported");
+  for (const auto& in : g.input()) {
+    if (impl->initializers.count(in.name())) continue;
+    check_value_type(in, "input");
+    impl->inputs.push_back(in.name());
+  }
+  for (const auto& out : g.output()) {
+    check_value_type(out, "output");
+    impl->outputs.push_back(out.name());
+  }
+  const OpTable& table = op_table();
+  for (const auto& node : g.node()) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      throw Unsupported(detail::concat("onnx: op ", node.domain(), ".", node.op_type(), " is not supported"));
+    }
+    const auto it = table.find(node.op_type());
+    if (it == table.end()) throw Unsupported(detail::concat("onnx: op ", node.op_type(), " is not supported"));
+    if (it->second.check) it->second.check(node, impl->opset);
+  }
+  return Model(std::move(impl));
+}
+
+Model Model::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TESSERA_CHECK(in, "onnx", "cannot open '", path, "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return from_bytes(bytes.str(), "'" + path + "'");
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+const std::vector<std::string>& Model::input_names() const { return impl_->inputs; }
+const std::vector<std::string>& Model::output_names() const { return impl_->outputs; }
+int64_t Model::opset() const { return impl_->opset; }
+std::vector<std::string> Model::op_types() const {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& n : impl_->proto.graph().node()) {
+    if (seen.insert(n.op_type()).second) out.push_back(n.op_type());
+  }
+  return out;
+}
+
+std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs, Device device) const {
+  TESSERA_CHECK(inputs.size() == impl_->inputs.size(), "onnx", "the model takes ", impl_->inputs.size(), " inputs, got ", inputs.size());
+  NoGradGuard no_grad;
+  std::map<std::string, Tensor> values;
+  for (const auto& [name, t] : impl_->initializers) values[name] = t.to(device);
+  for (size_t i = 0; i < inputs.size(); ++i) values[impl_->inputs[i]] = inputs[i].to(device);
+  const OpTable& table = op_table();
+  for (const auto& node : impl_->proto.graph().node()) {
+    std::vector<Tensor> in;
+    for (const std::string& name : node.input()) {
+      if (name.empty()) {
+        in.emplace_back();
+        continue;
+      }
+      const auto v = values.find(name);
+      TESSERA_CHECK(v != values.end(), "onnx", node.op_type(), " node '", node.name(), "' reads '", name, "', which nothing produced");
+      in.push_back(v->second);
+    }
+    std::vector<Tensor> out;
+    try {
+      out = table.at(node.op_type()).run(Ctx(node, impl_->opset, device, std::move(in)));
+    } catch (const Unsupported&) {
+      throw;
+    } catch (const Error& e) {
+      throw Error(detail::concat("onnx: ", node.op_type(), " node '", node.name(), "': ", e.what()));
+    }
+    for (int i = 0; i < node.output_size() && i < static_cast<int>(out.size()); ++i) {
+      if (!node.output(i).empty()) values[node.output(i)] = out[static_cast<size_t>(i)];
+    }
+  }
+  std::vector<Tensor> result;
+  for (const std::string& name : impl_->outputs) {
+    const auto v = values.find(name);
+    TESSERA_CHECK(v != values.end(), "onnx", "output '", name, "' was never produced");
+    result.push_back(v->second);
+  }
+  return result;
+}
+
+}  // namespace tessera::onnx

@@ -1,0 +1,91 @@
+// The ONNX backend node-test layout: DIR/model.onnx with DIR/test_data_set_N/input_K.pb and
+// output_K.pb. Outputs are compared as ONNX's runner does: same dtype and shape, then
+// |got - want| <= atol + rtol |want| with rtol 1e-3, atol 1e-7 (NaN matches NaN).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "proto.h"
+
+namespace tessera::onnx {
+
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& stem) {
+  std::vector<fs::path> out;
+  for (int i = 0;; ++i) {
+    const fs::path p = dir / (stem + "_" + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Empty when equal within tolerance, else what differs.
+std::string compare(const Tensor& got_in, const Tensor& want, const std::string& name) {
+  const Tensor got = got_in.to(kCPU);
+  if (got.dtype() != want.dtype()) return detail::concat(name, ": dtype ", got.dtype(), ", expected ", want.dtype());
+  if (got.shape() != want.shape()) return detail::concat(name, ": shape ", shape_str(got.shape()), ", expected ", shape_str(want.shape()));
+  const std::vector<double> g = got.to(DType::f64).contiguous().to_vector<double>(), w = want.to(DType::f64).contiguous().to_vector<double>();
+  const bool exact = !is_floating(want.dtype());
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]) && std::isnan(g[i])) continue;
+    if (g[i] == w[i]) continue;
+    if (!exact && std::fabs(g[i] - w[i]) <= 1e-7 + 1e-3 * std::fabs(w[i])) continue;
+    return detail::concat(name, ": element ", i, " is ", g[i], ", expected ", w[i]);
+  }
+  return {};
+}
+}  // namespace
+
+CaseResult run_node_case(const std::string& dir, Device device) {
+  CaseResult r;
+  r.name = fs::path(dir).filename().string();
+  std::optional<Model> model;
+  try {
+    model.emplace(Model::load((fs::path(dir) / "model.onnx").string()));
+  } catch (const Unsupported& e) {
+    r.status = CaseResult::skipped;
+    r.detail = e.what();
+    return r;
+  } catch (const std::exception& e) {
+    r.status = CaseResult::failed;
+    r.detail = std::string("load: ") + e.what();
+    return r;
+  }
+  std::vector<fs::path> sets;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(entry.path());
+  }
+  std::sort(sets.begin(), sets.end());
+  try {
+    for (const fs::path& set : sets) {
+      std::vector<Tensor> inputs;
+      for (const fs::path& p : numbered(set, "input")) inputs.push_back(load_tensor(p.string()));
+      const std::vector<fs::path> outs = numbered(set, "output");
+      const std::vector<Tensor> got = model->run(inputs, device);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const std::string diff = i < got.size() ? compare(got[i], load_tensor(outs[i].string()), model->output_names()[i])
+                                                : "output " + std::to_string(i) + " missing";
+        if (!diff.empty()) {
+          r.status = CaseResult::failed;
+          r.detail = set.filename().string() + ": " + diff;
+          return r;
+        }
+      }
+    }
+  } catch (const Unsupported& e) {
+    r.status = CaseResult::skipped;
+    r.detail = e.what();
+    return r;
+  } catch (const std::exception& e) {
+    r.status = CaseResult::failed;
+    r.detail = std::string("run: ") + e.what();
+    return r;
+  }
+  r.status = CaseResult::passed;
+  return r;
+}
+
+}  // namespace tessera::onnx

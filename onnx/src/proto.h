@@ -1,0 +1,77 @@
+#pragma once
+// Internals of the ONNX importer: protobuf conversions and the op table every mapped ONNX
+// op registers in (ops_*.cpp). A handler gets its node's inputs (undefined for an absent
+// optional input) and typed attribute readers, and returns the node's outputs.
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/onnx.h"
+#include "tessera/tessera.h"
+
+namespace tessera::onnx {
+
+DType dtype_from_onnx(int onnx_type, const std::string& what);
+int dtype_to_onnx(DType dt);
+Tensor tensor_from_proto(const ::onnx::TensorProto& p);
+void tensor_to_proto(const Tensor& t, const std::string& name, ::onnx::TensorProto& p);
+
+/** What a handler sees of its node. */
+class Ctx {
+ public:
+  Ctx(const ::onnx::NodeProto& node, int64_t opset, Device device, std::vector<Tensor> inputs)
+      : node_(node), opset_(opset), device_(device), in_(std::move(inputs)) {}
+  const ::onnx::NodeProto& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+  Device device() const { return device_; }
+  size_t num_inputs() const { return in_.size(); }
+  bool has(size_t i) const { return i < in_.size() && in_[i].defined(); }
+  const Tensor& in(size_t i) const;
+  /** An input read on the host as integers (shapes, axes, pads given as tensors). */
+  std::vector<int64_t> ints(size_t i) const;
+  /** A 0-d or 1-element input read on the host. */
+  double scalar(size_t i) const;
+
+  bool has_attr(const std::string& name) const { return find(name) != nullptr; }
+  int64_t attr_i(const std::string& name, int64_t fallback) const;
+  double attr_f(const std::string& name, double fallback) const;
+  std::string attr_s(const std::string& name, const std::string& fallback) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
+  std::vector<double> attr_floats(const std::string& name) const;
+  Tensor attr_t(const std::string& name) const;
+
+ private:
+  const ::onnx::AttributeProto* find(const std::string& name) const;
+  const ::onnx::NodeProto& node_;
+  int64_t opset_;
+  Device device_;
+  std::vector<Tensor> in_;
+};
+
+struct OpDef {
+  std::function<std::vector<Tensor>(const Ctx&)> run;
+  /** Load-time check of attributes and constant settings; throws Unsupported. May be empty. */
+  std::function<void(const ::onnx::NodeProto&, int64_t opset)> check;
+};
+using OpTable = std::map<std::string, OpDef>;
+const OpTable& op_table();
+
+void register_elementwise_ops(OpTable& t);
+void register_tensor_ops(OpTable& t);
+void register_nn_ops(OpTable& t);
+
+/** An attribute's value as a readable string, for error messages. */
+std::string attr_text(const ::onnx::NodeProto& node, const std::string& name);
+/** Throws Unsupported when `node` has attribute `name` with an int value other than `allowed`. */
+void require_attr_i(const ::onnx::NodeProto& node, const std::string& name, int64_t allowed);
+/** Throws Unsupported naming the node's op and what is missing. */
+[[noreturn]] void unsupported(const ::onnx::NodeProto& node, const std::string& what);
+
+/** ONNX axis (negative counts from the end) for a rank-`rank` tensor. */
+int64_t axis_of(int64_t axis, int64_t rank, const ::onnx::NodeProto& node);
+
+}  // namespace tessera::onnx
