@@ -118,6 +118,11 @@ void print_info() {
   for (const auto& [name, reason] : {std::pair{"nccl", TESSERA_NCCL_MISSING_REASON}, std::pair{"rccl", TESSERA_RCCL_MISSING_REASON}}) {
     if (*reason) std::cout << "  " << name << ": " << reason << "\n";
   }
+#ifdef TESSERA_HAS_ONNX
+  std::cout << "\nONNX: import (tessera onnx test|run) and export (train --export), opset 17\n";
+#else
+  std::cout << "\nONNX: off (libonnx-dev not found at configure time, or TESSERA_WITH_ONNX=OFF)\n";
+#endif
   std::cout.flush();
   print_telemetry();
 }

@@ -20,6 +20,9 @@
 #include "tessera/nn/models.h"
 #include "tessera/nn/trainer.h"
 #include "tessera/profiler.h"
+#ifdef TESSERA_HAS_ONNX
+#include "tessera/onnx.h"
+#endif
 
 namespace tessera::tools {
 namespace {
@@ -193,6 +196,26 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   double sps = 0;
   for (const auto& h : history) sps += h.samples_per_second / static_cast<double>(history.size());
   if (rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
+  if (!a.export_onnx.empty()) {
+#ifdef TESSERA_HAS_ONNX
+    onnx::export_model(*model, zeros({1, 1, 28, 28}, DType::f32, device), a.export_onnx);
+    // The file is checked by re-importing it and predicting the test set with both.
+    const onnx::Model reimported = onnx::Model::load(a.export_onnx);
+    NoGradGuard no_grad;
+    model->eval();
+    int64_t same = 0, total = 0;
+    test.start_epoch(0);
+    nn::Batch b;
+    while (test.next(b)) {
+      const Tensor ours = argmax(model->forward(b.x), 1).to(kCPU), theirs = argmax(reimported.run({b.x}, device)[0], 1).to(kCPU);
+      same += sum(eq(ours, theirs)).item<int64_t>();
+      total += b.x.size(0);
+    }
+    std::printf("exported %s to %s (ONNX opset 17); re-imported, %lld of %lld test predictions identical\n", a.model.c_str(),
+                a.export_onnx.c_str(), static_cast<long long>(same), static_cast<long long>(total));
+    TESSERA_CHECK(same == total, "train", "--export: the re-imported model disagrees on ", total - same, " test images");
+#endif
+  }
   std::printf("result: %s on %s%s, test accuracy %.2f%%, test loss %.4f, %.1f s\n", a.model.c_str(), device.str().c_str(),
               world > 1 ? (" x " + std::to_string(world) + " ranks").c_str() : "", 100.0 * final_eval.accuracy, final_eval.loss, seconds);
   if (!a.json.empty()) {

@@ -105,6 +105,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--resume", a.resume, "Continue from --checkpoint when it exists");
   cmd.add_flag("--reset-optimizer", a.reset_optimizer, "With --resume: load the model only and start the optimizer afresh");
   cmd.add_option("--json", a.json, "Write a JSON summary here");
+  cmd.add_option("--export", a.export_onnx, "mlp/cnn/gpt: write the trained model as ONNX (opset 17; variable batch, and sequence for gpt) here, then check it by re-importing");
   cmd.add_option("--metrics", a.metrics, "Write one JSON line per optimizer step here (step, loss, lr, throughput, memory)");
   cmd.add_option("--profile", a.profile, "Record a trace of the run (Chrome trace-event JSON: Perfetto, chrome://tracing) and print a per-op summary");
   cmd.add_option("--layers", a.layers, "gpt/lstm: layers")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
@@ -124,10 +125,15 @@ void validate_train_args(const TrainArgs& a) {
   if (is_language_model(a.model)) {
     TESSERA_CHECK(!a.resume, "train", "--resume is not supported for --model ", a.model, " (its checkpoints hold the weights for generate)");
     TESSERA_CHECK(a.model != "gpt" || a.dim % a.heads == 0, "train", "--dim ", a.dim, " must be divisible by --heads ", a.heads);
+    TESSERA_CHECK(a.export_onnx.empty() || a.model == "gpt", "train", "--export: --model lstm has no ONNX export (mlp, cnn and gpt do)");
   }
   TESSERA_CHECK(!a.resume || !a.checkpoint.empty(), "train", "--resume needs --checkpoint");
+#ifndef TESSERA_HAS_ONNX
+  TESSERA_CHECK(a.export_onnx.empty(), "train", "--export: this build has no ONNX support (install libonnx-dev and reconfigure)");
+#endif
   TESSERA_CHECK(!a.reset_optimizer || a.resume, "train", "--reset-optimizer needs --resume");
-  const std::pair<const char*, const std::string*> outputs[] = {{"--checkpoint", &a.checkpoint}, {"--json", &a.json}, {"--profile", &a.profile}, {"--metrics", &a.metrics}};
+  const std::pair<const char*, const std::string*> outputs[] = {{"--checkpoint", &a.checkpoint}, {"--json", &a.json}, {"--profile", &a.profile},
+                                                                {"--metrics", &a.metrics}, {"--export", &a.export_onnx}};
   for (size_t i = 0; i < std::size(outputs); ++i) {
     const auto& [flag, path] = outputs[i];
     if (path->empty()) continue;
@@ -138,7 +144,7 @@ void validate_train_args(const TrainArgs& a) {
     }
   }
   // An output may not overwrite the training data.
-  for (const std::string* out : {&a.checkpoint, &a.json, &a.profile, &a.metrics}) {
+  for (const std::string* out : {&a.checkpoint, &a.json, &a.profile, &a.metrics, &a.export_onnx}) {
     if (out->empty()) continue;
     for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
       for (const char* ext : {"", ".gz"}) {

@@ -17,6 +17,7 @@ inline constexpr int64_t kAutoBatch = 0;
 struct TrainArgs {
   std::string model = "cnn", backend = "auto", optimizer = "adam", schedule = "cosine";
   std::string data = "/usr/share/datasets/fashion-mnist", checkpoint, json, profile, metrics;
+  std::string export_onnx;  ///< mlp/cnn: the trained model as ONNX (--export)
   std::string precision = "f32", param_dtype = "f32", on_nonfinite = "stop";
   int64_t epochs = 5, batch_size = 128, limit = -1, test_limit = -1;
   int64_t memory_limit = 0;  ///< bytes the training device's allocator may hold (0 = no cap)

@@ -14,8 +14,36 @@
 #include "tessera/nn/lm_trainer.h"
 #include "metrics_log.h"
 #include "train_args.h"
+#ifdef TESSERA_HAS_ONNX
+#include "tessera/onnx.h"
+#endif
 
 namespace tessera::tools {
+
+namespace {
+// --export: writes the GPT as ONNX and checks the file by re-importing it and predicting the
+// next character at every position of validation windows with both.
+void export_language_model(nn::LanguageModel& model, const nn::TextCorpus& corpus, const TrainArgs& a, Device device) {
+#ifdef TESSERA_HAS_ONNX
+  onnx::export_model(model, zeros({1, a.context}, DType::i64, device), a.export_onnx);
+  const onnx::Model reimported = onnx::Model::load(a.export_onnx);
+  NoGradGuard no_grad;
+  model.eval();
+  const int64_t windows = std::min<int64_t>(8, static_cast<int64_t>(corpus.val.size()) / a.context);
+  const std::vector<int64_t> tokens(corpus.val.begin(), corpus.val.begin() + windows * a.context);
+  const Tensor x = from_vector(tokens, {windows, a.context}).to(device);
+  const Tensor ours = model.forward(x), theirs = reimported.run({x}, device)[0];
+  const int64_t same = sum(eq(argmax(ours, 2), argmax(theirs, 2))).to(kCPU).item<int64_t>(), total = windows * a.context;
+  const double diff = amax(abs(sub(ours.to(DType::f32), theirs.to(DType::f32)))).to(kCPU).item<double>();
+  std::printf("exported %s to %s (ONNX opset 17, variable batch and sequence); re-imported, %lld of %lld next-character predictions identical, "
+              "max logit difference %.2g\n",
+              a.model.c_str(), a.export_onnx.c_str(), static_cast<long long>(same), static_cast<long long>(total), diff);
+  TESSERA_CHECK(same == total, "train", "--export: the re-imported model disagrees on ", total - same, " of ", total, " positions");
+#else
+  (void)model, (void)corpus, (void)a, (void)device;
+#endif
+}
+}  // namespace
 
 void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag, Device device) {
   if (!explicit_flag("--data")) a.data = nn::kFortunesDir;
@@ -113,6 +141,7 @@ void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& e
   for (const auto& l : logs) tps += l.tokens_per_second / static_cast<double>(logs.size());
   if (group && group->rank() != 0) return;  // rank 0 reports and writes the JSON
   if (group) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", world);
+  if (!a.export_onnx.empty()) export_language_model(*model, corpus, a, device);
   std::printf("result: %s on %s, validation loss %.4f nats/char, %.0f tokens/s, %.1f s\n", a.model.c_str(), device.str().c_str(),
               last.val_loss, tps, last.seconds);
   if (!a.json.empty()) {

@@ -93,6 +93,14 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Placement p) {
   register_parameter("weight", &weight);
 }
 
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, int64_t padding_idx_, Placement p) : Embedding(num_embeddings, dim, p) {
+  TESSERA_CHECK(padding_idx_ >= -num_embeddings && padding_idx_ < num_embeddings, "Embedding", "padding_idx ", padding_idx_,
+                " is outside the ", num_embeddings, " rows");
+  padding_idx = padding_idx_ < 0 ? padding_idx_ + num_embeddings : padding_idx_;
+  NoGradGuard no_grad;
+  weight.select(0, *padding_idx).zero_();
+}
+
 Sequential::Sequential(std::vector<ModulePtr> layers) {
   for (auto& l : layers) add(std::move(l));
 }

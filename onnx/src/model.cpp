@@ -83,6 +83,7 @@ const OpTable& op_table() {
     register_elementwise_ops(t);
     register_tensor_ops(t);
     register_nn_ops(t);
+    register_conv_loss_ops(t);
     return t;
   }();
   return table;

@@ -71,6 +71,14 @@ Window as_2d(Window w) {
 
 Tensor conv(const Ctx& c) {
   const Tensor x0 = c.in(0), w0 = c.in(1);
+  if (x0.dim() == 5) {
+    const Window win = window_of(c, x0, std::vector<int64_t>(w0.shape().begin() + 2, w0.shape().end()));
+    const bool sym = win.pad_begin == win.pad_end;
+    const Tensor in = sym ? x0 : pad_spatial(x0, win, 0.0);
+    const Size3 pad = sym ? Size3{win.pad_begin[0], win.pad_begin[1], win.pad_begin[2]} : Size3{0, 0, 0};
+    return conv3d(in, w0, c.has(2) ? c.in(2) : Tensor(), Size3{win.stride[0], win.stride[1], win.stride[2]}, pad,
+                  Size3{win.dilation[0], win.dilation[1], win.dilation[2]}, c.attr_i("group", 1));
+  }
   check_rank(c, x0);
   const bool one_d = x0.dim() == 3;
   const Tensor x = one_d ? x0.unsqueeze(2) : x0, wt = one_d ? w0.unsqueeze(2) : w0;
@@ -97,6 +105,18 @@ Tensor pool(const Ctx& c, bool is_max) {
   Window win = as_2d(window_of(c, x0, c.attr_ints("kernel_shape")));
   const Size2 k = {win.kernel[0], win.kernel[1]}, s = {win.stride[0], win.stride[1]};
   Tensor y;
+  if (c.attr_i("ceil_mode", 0) != 0) {
+    if (!symmetric(win)) throw Unsupported("onnx: " + c.node().op_type() + " with ceil_mode and asymmetric padding is not supported");
+    const Size2 pad = {win.pad_begin[0], win.pad_begin[1]}, dil = {win.dilation[0], win.dilation[1]};
+    y = is_max ? max_pool2d(x, k, s, pad, dil, true) : avg_pool2d(x, k, s, pad, c.attr_i("count_include_pad", 0) != 0, true);
+    // ONNX rounds up without PyTorch's rule that no window starts in the right padding.
+    for (int i = 0; i < 2; ++i) {
+      const int64_t span = x.size(2 + i) + 2 * pad[i] - (k[i] - 1) * dil[i] - 1, want = (span + s[i] - 1) / s[i] + 1;
+      if (y.size(2 + i) != want) throw Unsupported("onnx: " + c.node().op_type() + " with ceil_mode where a window would start in the padding");
+    }
+    if (one_d) y = y.squeeze(2);
+    return y.dtype() == x_in.dtype() ? y : y.to(x_in.dtype());
+  }
   if (is_max) {
     const bool sym = symmetric(win);
     const Tensor in = sym ? x : pad_spatial(x, win, -INFINITY);
@@ -185,12 +205,10 @@ void register_nn_ops(OpTable& t) {
   t["Conv"] = {[](const Ctx& c) { return Out{conv(c)}; }, {}};
   t["MaxPool"] = {[](const Ctx& c) { return Out{pool(c, true)}; },
                   [](const ::onnx::NodeProto& n, int64_t) {
-                    require_attr_i(n, "ceil_mode", 0);
                     require_attr_i(n, "storage_order", 0);
                     if (n.output_size() > 1 && !n.output(1).empty()) unsupported(n, "output Indices");
                   }};
-  t["AveragePool"] = {[](const Ctx& c) { return Out{pool(c, false)}; },
-                      [](const ::onnx::NodeProto& n, int64_t) { require_attr_i(n, "ceil_mode", 0); }};
+  t["AveragePool"] = {[](const Ctx& c) { return Out{pool(c, false)}; }, {}};
   t["GlobalAveragePool"] = {[](const Ctx& c) {
                               const Tensor x = c.in(0);
                               Axes axes;

@@ -211,6 +211,19 @@ void register_tensor_ops(OpTable& t) {
                   for (int64_t d = 0; d < x.dim(); ++d) axes.push_back(d);
                 }
                 const size_t k = axes.size();
+                const std::string mode = c.attr_s("mode", "constant");
+                if (mode != "constant") {  // reflect, edge, wrap: PyTorch's reflect, replicate, circular
+                  const PadMode m = mode == "reflect" ? PadMode::reflect : mode == "edge" ? PadMode::replicate : PadMode::circular;
+                  Tensor y = x;
+                  for (size_t i = 0; i < k; ++i) {
+                    const int64_t a = axis_of(axes[i], x.dim(), c.node());
+                    std::vector<int64_t> p(static_cast<size_t>(2 * (x.dim() - a)), 0);
+                    p[p.size() - 2] = pads[i];
+                    p[p.size() - 1] = pads[i + k];
+                    y = pad(y, p, m);
+                  }
+                  return Out{y};
+                }
                 Shape out = x.shape();
                 Tensor src = x;
                 std::vector<int64_t> offset(static_cast<size_t>(x.dim()), 0);
@@ -230,7 +243,9 @@ void register_tensor_ops(OpTable& t) {
               },
               [](const ::onnx::NodeProto& n, int64_t) {
                 for (const auto& a : n.attribute()) {
-                  if (a.name() == "mode" && a.s() != "constant") unsupported(n, "mode \"" + a.s() + "\"");
+                  if (a.name() == "mode" && a.s() != "constant" && a.s() != "reflect" && a.s() != "edge" && a.s() != "wrap") {
+                    unsupported(n, "mode \"" + a.s() + "\"");
+                  }
                 }
               }};
   t["DepthToSpace"] = {[](const Ctx& c) {

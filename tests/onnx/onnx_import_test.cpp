@@ -4,8 +4,14 @@
 #include <onnx/onnx_pb.h>
 
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "tessera/backend/registry.h"
+#include "tessera/nn/language_model.h"
+#include "tessera/nn/layers.h"
+#include "tessera/nn/models.h"
 #include "tessera/onnx.h"
 #include "tessera/tessera.h"
 
@@ -100,4 +106,105 @@ TEST_CASE("unsupported ops and attributes are named when the model loads, bad mo
   const std::vector<std::string> ops = tonnx::supported_ops();
   CHECK(std::find(ops.begin(), ops.end(), "Conv") != ops.end());
   CHECK(ops.size() > 100);
+}
+
+namespace {
+// Module output and the re-imported model's output on `x`, on `device`.
+std::pair<Tensor, Tensor> both(nn::Module& m, const Tensor& x, Device device) {
+  const tonnx::Model model = tonnx::Model::from_bytes(tonnx::export_bytes(m, x.to(kCPU)));
+  NoGradGuard no_grad;
+  m.eval();
+  const Tensor want = m.forward(x);
+  return {want, model.run({x.to(kCPU)}, device)[0].to(want.device())};
+}
+struct Custom : nn::Module {
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string name() const override { return "Custom"; }
+};
+}  // namespace
+
+TEST_CASE("the CNN exports, passes the checker, and re-imports with the same predictions on every backend") {
+  manual_seed(3);
+  auto cnn = nn::make_cnn({});
+  // Running statistics away from their initial 0 / 1, as after training.
+  for (auto& [name, buf] : cnn->named_buffers()) {
+    if (name.find("running_mean") != std::string::npos) buf.copy_(mul(rand(buf.shape()), 0.2));
+    if (name.find("running_var") != std::string::npos) buf.copy_(add(rand(buf.shape()), 0.5));
+  }
+  const Tensor x = rand({4, 1, 28, 28});
+  for (Device d : devices()) {
+    CAPTURE(d.str());
+    const auto [want, got] = both(*cnn, x, d);
+    CHECK(got.shape() == Shape{4, 10});
+    CHECK(argmax(got, 1).to_vector<int64_t>() == argmax(want, 1).to_vector<int64_t>());
+    CHECK(amax(abs(sub(got, want))).item<float>() < 1e-4f);
+  }
+  // The batch axis is variable: the model exported with 4 images runs on 7.
+  const tonnx::Model m = tonnx::Model::from_bytes(tonnx::export_bytes(*cnn, x));
+  CHECK(m.run({rand({7, 1, 28, 28})})[0].shape() == Shape{7, 10});
+  // To a file, atomically; a module without a mapping is named and nothing is written.
+  const std::string path = "/tmp/tessera_onnx_test_" + std::to_string(::getpid()) + ".onnx";
+  tonnx::export_model(*cnn, x, path);
+  CHECK(tonnx::Model::load(path).op_types().size() >= 6);
+  nn::Sequential bad;
+  bad.add(std::make_shared<nn::ReLU>()).add(std::make_shared<Custom>());
+  CHECK_THROWS_WITH(tonnx::export_model(bad, x, path + ".bad"), doctest::Contains("module Custom has no ONNX mapping"));
+  CHECK_FALSE(std::filesystem::exists(path + ".bad"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("every standard layer exports: pools, norms, activations, dropout, linear on 3-D input") {
+  manual_seed(4);
+  nn::Sequential net;
+  net.add(std::make_shared<nn::Conv2d>(3, 8, Size2{3, 3}, Size2{2, 2}, Size2{1, 1}))
+      .add(std::make_shared<nn::AvgPool2d>(Size2{3, 3}, Size2{1, 1}, Size2{1, 1}, false))
+      .add(std::make_shared<nn::SiLU>())
+      .add(std::make_shared<nn::AdaptiveAvgPool2d>(Size2{2, 2}))
+      .add(std::make_shared<nn::Flatten>(2))  // [N, 8, 4]
+      .add(std::make_shared<nn::Linear>(4, 6))
+      .add(std::make_shared<nn::GELU>())
+      .add(std::make_shared<nn::LayerNorm>(Shape{6}))
+      .add(std::make_shared<nn::GELU>(true))
+      .add(std::make_shared<nn::Dropout>(0.3))
+      .add(std::make_shared<nn::Tanh>())
+      .add(std::make_shared<nn::Flatten>())
+      .add(std::make_shared<nn::Linear>(48, 5))
+      .add(std::make_shared<nn::Sigmoid>());
+  const Tensor x = rand({2, 3, 8, 8});
+  for (Device d : devices()) {
+    CAPTURE(d.str());
+    const auto [want, got] = both(net, x, d);
+    REQUIRE(got.shape() == want.shape());
+    CHECK(amax(abs(sub(got, want))).item<float>() < 1e-5f);
+  }
+}
+
+TEST_CASE("the GPT exports with variable batch and sequence and re-imports to the same logits on every backend") {
+  manual_seed(5);
+  nn::GPTConfig c;
+  c.vocab = 23;
+  c.context = 16;
+  c.layers = 2;
+  c.heads = 2;
+  c.dim = 16;
+  nn::GPT gpt(c);
+  const Tensor example = randint(0, c.vocab, {2, 5}, DType::i64);
+  const tonnx::Model model = tonnx::Model::from_bytes(tonnx::export_bytes(gpt, example));
+  NoGradGuard no_grad;
+  gpt.eval();
+  // Other batch sizes and lengths than the example's, up to the whole context.
+  for (const Shape& s : {Shape{2, 5}, Shape{3, 16}, Shape{1, 1}}) {
+    const Tensor tokens = randint(0, c.vocab, s, DType::i64);
+    const Tensor want = gpt.forward(tokens);
+    for (Device d : devices()) {
+      CAPTURE(d.str());
+      CAPTURE(shape_str(s));
+      const Tensor got = model.run({tokens}, d)[0].to(kCPU);
+      REQUIRE(got.shape() == Shape{s[0], s[1], c.vocab});
+      CHECK(argmax(got, 2).to_vector<int64_t>() == argmax(want, 2).to_vector<int64_t>());
+      CHECK(amax(abs(sub(got, want))).item<float>() < 1e-4f);
+    }
+  }
+  // Longer than the context: the position table has no row for it, and the error says so.
+  CHECK_THROWS(model.run({randint(0, c.vocab, {1, 17}, DType::i64)}));
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/record.h"
+#include "conv_internal.h"
 #include "dispatch.h"
 #include "tessera/autocast.h"
 #include "tessera/graph.h"
@@ -39,6 +40,9 @@ void check_size2(Size2 v, int64_t min, const char* op, const char* what) {
                 ", 2^20], got [", v[0], ", ", v[1], "]");
 }
 
+}  // namespace
+
+namespace detail {
 Tensor conv_input_grad(const Tensor& g, const Tensor& w, const Shape& x_shape, const OpAttrs& a) {
   Tensor gx = empty(x_shape, g.dtype(), g.device());
   const Tensor in[2] = {g.contiguous(), w.contiguous()};
@@ -51,7 +55,9 @@ Tensor conv_weight_grad(const Tensor& g, const Tensor& x, const Shape& w_shape, 
   run_kernel(OpId::Conv2dWeightGrad, g.device(), in, std::span<Tensor>(&gw, 1), a);
   return gw;
 }
-}  // namespace
+}  // namespace detail
+using detail::conv_input_grad;
+using detail::conv_weight_grad;
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Size2 stride, Size2 padding, Size2 dilation,
               int64_t groups) {

@@ -10,6 +10,10 @@
 
 #include "tessera/tensor.h"
 
+namespace tessera::nn {
+class Module;
+}
+
 namespace tessera::onnx {
 
 /** A model (or tensor) uses an op, attribute value or dtype Tessera does not map. */
@@ -50,6 +54,17 @@ class Model {
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/**
+ * Exports `module` (Sequential and nn's standard layers: Linear, Conv2d, pools, BatchNorm,
+ * LayerNorm, activations, Flatten, Embedding, Dropout as Identity) and nn::GPT, traced in eval
+ * mode on `example_input`, as an opset-17 model whose batch axis is variable (for the GPT, int64
+ * tokens [batch, sequence] -> logits [batch, sequence, vocab], the sequence variable up to the context). The model passes the
+ * ONNX checker before the file is written (atomically). A module without a mapping throws
+ * Unsupported naming it.
+ */
+void export_model(nn::Module& module, const Tensor& example_input, const std::string& path);
+std::string export_bytes(nn::Module& module, const Tensor& example_input);
 
 /** The ops this importer maps (ONNX op_type names). */
 std::vector<std::string> supported_ops();

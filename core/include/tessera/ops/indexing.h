@@ -19,5 +19,18 @@ Tensor take_along_axis(const Tensor& x, const Tensor& index, int64_t axis);
 Tensor one_hot(const Tensor& labels, int64_t num_classes);
 /** Rows of `weight` [num, dim] picked by integer `indices` of any shape: [..., dim]. */
 Tensor embedding(const Tensor& weight, const Tensor& indices);
+/** embedding() whose row `padding_idx` gets no gradient (PyTorch's padding_idx; negative counts from the end). */
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx);
+/** x with src's slices along `axis` added at the positions in 1-D `index` (times alpha), as PyTorch's index_add. */
+Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
+/**
+ * x with src[i][j] written at x[index[i][j]][j] (axis 0), as PyTorch's scatter. Where an index
+ * repeats PyTorch leaves the result unspecified; here the repeated sources are summed.
+ */
+Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
+enum class ScatterReduce { sum, mean };
+/** PyTorch's scatter_reduce for "sum" and "mean"; include_self=false leaves x out of the reduction where src lands. */
+Tensor scatter_reduce(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, ScatterReduce reduce,
+                      bool include_self = true);
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 // differentiable (backward kernels or rules written with public ops).
 #include <array>
 #include <optional>
+#include <vector>
 
 #include "tessera/random.h"
 #include "tessera/tensor.h"
@@ -30,6 +31,28 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, PaddingMode padding,
               int64_t dilation = 1, int64_t groups = 1);
 
+/**
+ * Transposed 2-D convolution (the gradient of conv2d with respect to its input, like
+ * PyTorch's conv_transpose2d): x [N, C, H, W], weight [C, O / groups, kh, kw], bias [O].
+ * Ho = (H - 1) sh - 2 ph + dh (kh - 1) + output_padding_h + 1; output_padding must be smaller
+ * than the stride or the dilation.
+ */
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = {1, 1},
+                        Size2 padding = {0, 0}, Size2 output_padding = {0, 0}, int64_t groups = 1, Size2 dilation = {1, 1});
+using Size3 = std::array<int64_t, 3>;
+/** 3-D convolution: x [N, C, D, H, W], weight [O, C / groups, kd, kh, kw] (a sum over kd of conv2d on depth slices). */
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size3 stride = {1, 1, 1},
+              Size3 padding = {0, 0, 0}, Size3 dilation = {1, 1, 1}, int64_t groups = 1);
+
+/** How pad() fills, as torch.nn.functional.pad: a value, the mirror image without the edge
+ *  (reflect), the edge repeated (replicate), or the other end (circular). */
+enum class PadMode { constant, reflect, replicate, circular };
+/**
+ * Pads the last pads.size() / 2 axes; pads = {last_lo, last_hi, previous_lo, previous_hi, ...}
+ * (PyTorch's order). Negative pads crop. reflect needs pads < size, circular pads <= size.
+ */
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode = PadMode::constant, double value = 0.0);
+
 /** Max pooling over [N, C, H, W]; stride defaults to the kernel size. Padding is -inf. */
 Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
                   Size2 dilation = {1, 1});
@@ -39,6 +62,13 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel,
 /** Average pooling; count_include_pad counts padded zeros in the divisor (PyTorch default). */
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
                   bool count_include_pad = true);
+/**
+ * Pooling with PyTorch's ceil_mode: the output size rounds up, so a last partial window
+ * covers the bottom/right edge (a window never starts in the right padding). For averages the
+ * divisor counts only the part of the window inside the (padded) input.
+ */
+Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding, Size2 dilation, bool ceil_mode);
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding, bool count_include_pad, bool ceil_mode);
 /** Average pooling to a fixed output size (windows as in PyTorch). */
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 

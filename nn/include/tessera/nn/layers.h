@@ -42,6 +42,9 @@ class MaxPool2d : public Module {
       : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding) {}
   Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_); }
   std::string name() const override { return "MaxPool2d"; }
+  Size2 kernel() const { return kernel_; }
+  Size2 stride() const { return stride_; }
+  Size2 padding() const { return padding_; }
 
  private:
   Size2 kernel_, stride_, padding_;
@@ -53,6 +56,10 @@ class AvgPool2d : public Module {
       : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding), count_include_pad_(count_include_pad) {}
   Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_, stride_, padding_, count_include_pad_); }
   std::string name() const override { return "AvgPool2d"; }
+  Size2 kernel() const { return kernel_; }
+  Size2 stride() const { return stride_; }
+  Size2 padding() const { return padding_; }
+  bool count_include_pad() const { return count_include_pad_; }
 
  private:
   Size2 kernel_, stride_, padding_;
@@ -64,6 +71,7 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(Size2 output_size) : output_size_(output_size) {}
   Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size_); }
   std::string name() const override { return "AdaptiveAvgPool2d"; }
+  Size2 output_size() const { return output_size_; }
 
  private:
   Size2 output_size_;
@@ -77,6 +85,7 @@ class BatchNorm : public Module {
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return spatial_dims_ == 2 ? "BatchNorm2d" : "BatchNorm1d"; }
   std::string describe() const override;
+  double eps() const { return eps_; }
   Tensor weight, bias, running_mean, running_var;
 
  private:
@@ -99,6 +108,8 @@ class LayerNorm : public Module {
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool affine = true, Placement p = {});
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "LayerNorm"; }
+  const Shape& normalized_shape() const { return shape_; }
+  double eps() const { return eps_; }
   Tensor weight, bias;
 
  private:
@@ -123,6 +134,8 @@ class Flatten : public Module {
   explicit Flatten(int64_t start = 1, int64_t end = -1) : start_(start), end_(end) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
   std::string name() const override { return "Flatten"; }
+  int64_t start() const { return start_; }
+  int64_t end() const { return end_; }
 
  private:
   int64_t start_, end_;
@@ -132,9 +145,14 @@ class Flatten : public Module {
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, Placement p = {});
-  Tensor forward(const Tensor& indices) override { return embedding(weight, indices); }
+  /** PyTorch's padding_idx: that row starts at zero and is never trained. */
+  Embedding(int64_t num_embeddings, int64_t dim, int64_t padding_idx, Placement p);
+  Tensor forward(const Tensor& indices) override {
+    return padding_idx ? embedding(weight, indices, *padding_idx) : embedding(weight, indices);
+  }
   std::string name() const override { return "Embedding"; }
   Tensor weight;
+  std::optional<int64_t> padding_idx;
 };
 
 #define TESSERA_ACTIVATION_MODULE(Class, expr)                          \
@@ -154,6 +172,7 @@ class GELU : public Module {
   explicit GELU(bool tanh_approximation = false) : tanh_(tanh_approximation) {}
   Tensor forward(const Tensor& x) override { return gelu(x, tanh_); }
   std::string name() const override { return "GELU"; }
+  bool tanh_approximation() const { return tanh_; }
 
  private:
   bool tanh_;

@@ -1,0 +1,13 @@
+#pragma once
+// The conv2d backward kernels' front-ends, shared by conv2d (nn.cpp) and conv_transpose2d
+// (conv_variants.cpp), whose forward is conv2d's input gradient.
+#include "dispatch.h"
+
+namespace tessera::detail {
+
+/** conv2d's gradient with respect to its input of shape `x_shape`. */
+Tensor conv_input_grad(const Tensor& g, const Tensor& w, const Shape& x_shape, const OpAttrs& a);
+/** conv2d's gradient with respect to its weight of shape `w_shape`. */
+Tensor conv_weight_grad(const Tensor& g, const Tensor& x, const Shape& w_shape, const OpAttrs& a);
+
+}  // namespace tessera::detail
