@@ -37,29 +37,33 @@ std::string compare(const Tensor& got_in, const Tensor& want, const std::string&
   }
   return {};
 }
+// Runs `step`: an Unsupported op/attribute/dtype skips the case, any other exception fails it.
+template <class Step> bool guarded(CaseResult& r, const char* stage, Step&& step) {
+  try {
+    step();
+    return true;
+  } catch (const Unsupported& e) {
+    r.status = CaseResult::skipped;
+    r.detail = e.what();
+  } catch (const std::exception& e) {
+    r.status = CaseResult::failed;
+    r.detail = std::string(stage) + ": " + e.what();
+  }
+  return false;
+}
 }  // namespace
 
 CaseResult run_node_case(const std::string& dir, Device device) {
   CaseResult r;
   r.name = fs::path(dir).filename().string();
   std::optional<Model> model;
-  try {
-    model.emplace(Model::load((fs::path(dir) / "model.onnx").string()));
-  } catch (const Unsupported& e) {
-    r.status = CaseResult::skipped;
-    r.detail = e.what();
-    return r;
-  } catch (const std::exception& e) {
-    r.status = CaseResult::failed;
-    r.detail = std::string("load: ") + e.what();
-    return r;
-  }
+  if (!guarded(r, "load", [&] { model.emplace(Model::load((fs::path(dir) / "model.onnx").string())); })) return r;
   std::vector<fs::path> sets;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(entry.path());
   }
   std::sort(sets.begin(), sets.end());
-  try {
+  guarded(r, "run", [&] {  // r says how it went
     for (const fs::path& set : sets) {
       std::vector<Tensor> inputs;
       for (const fs::path& p : numbered(set, "input")) inputs.push_back(load_tensor(p.string()));
@@ -71,20 +75,12 @@ CaseResult run_node_case(const std::string& dir, Device device) {
         if (!diff.empty()) {
           r.status = CaseResult::failed;
           r.detail = set.filename().string() + ": " + diff;
-          return r;
+          return;
         }
       }
     }
-  } catch (const Unsupported& e) {
-    r.status = CaseResult::skipped;
-    r.detail = e.what();
-    return r;
-  } catch (const std::exception& e) {
-    r.status = CaseResult::failed;
-    r.detail = std::string("run: ") + e.what();
-    return r;
-  }
-  r.status = CaseResult::passed;
+    r.status = CaseResult::passed;
+  });
   return r;
 }
 

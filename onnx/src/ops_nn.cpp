@@ -1,5 +1,5 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, pooling, normalisation, (Log)Softmax,
-// Hardmax, reductions, ArgMax/ArgMin, CumSum, Dropout (inference).
+// Hardmax, reductions, ArgMax/ArgMin, TopK, CumSum, Dropout (inference).
 #include <cmath>
 
 #include "proto.h"
@@ -261,6 +261,13 @@ void register_nn_ops(OpTable& t) {
   reduce(t, "ReduceSumSquare", 18, &r_sumsq);
   reduce(t, "ReduceLogSum", 18, &r_logsum);
   reduce(t, "ReduceLogSumExp", 18, &r_logsumexp);
+  t["TopK"] = {[](const Ctx& c) {
+                 const Tensor x = c.in(0);
+                 const int64_t k = c.opset() >= 10 ? static_cast<int64_t>(c.scalar(1)) : c.attr_i("k", 1);
+                 const ValuesIndices r = topk(x, k, axis_of(c.attr_i("axis", -1), x.dim(), c.node()), c.attr_i("largest", 1) != 0);
+                 return Out{r.values, r.indices};
+               },
+               {}};
   t["ArgMax"] = {[](const Ctx& c) { return Out{arg_extreme(c, true)}; }, {}};
   t["ArgMin"] = {[](const Ctx& c) { return Out{arg_extreme(c, false)}; }, {}};
   t["CumSum"] = {[](const Ctx& c) {

@@ -91,12 +91,7 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight_in, const Tenso
     TESSERA_CHECK(bias.dim() == 1 && bias.size(0) == out_shape[1] && bias.dtype() == x.dtype(), op, "bias ", shape_str(bias.shape()),
                   " does not match ", out_shape[1], " output channels");
   }
-  OpAttrs attrs;
-  attrs.kernel = {weight.size(2), weight.size(3)};
-  attrs.stride = stride;
-  attrs.padding = padding;
-  attrs.dilation = dilation;
-  attrs.groups = groups;
+  const OpAttrs attrs = detail::conv_attrs(weight, stride, padding, dilation, groups);
   const Tensor xs = x.detach().contiguous(), ws = weight.detach().contiguous();
   Tensor out = x.numel() > 0 ? detail::conv_input_grad(xs, ws, out_shape, attrs) : zeros(out_shape, x.dtype(), device);
   if (bias.defined()) out = add(out, bias.detach().reshape({1, -1, 1, 1}));

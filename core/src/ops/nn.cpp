@@ -43,6 +43,15 @@ void check_size2(Size2 v, int64_t min, const char* op, const char* what) {
 }  // namespace
 
 namespace detail {
+OpAttrs conv_attrs(const Tensor& weight, Size2 stride, Size2 padding, Size2 dilation, int64_t groups) {
+  OpAttrs attrs;
+  attrs.kernel = {weight.size(2), weight.size(3)};
+  attrs.stride = stride;
+  attrs.padding = padding;
+  attrs.dilation = dilation;
+  attrs.groups = groups;
+  return attrs;
+}
 Tensor conv_input_grad(const Tensor& g, const Tensor& w, const Shape& x_shape, const OpAttrs& a) {
   Tensor gx = empty(x_shape, g.dtype(), g.device());
   const Tensor in[2] = {g.contiguous(), w.contiguous()};
@@ -85,12 +94,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const int64_t wo = out_size(x.size(3), weight.size(3), stride[1], padding[1], dilation[1]);
   TESSERA_CHECK(ho > 0 && wo > 0, "conv2d", "input ", shape_str(x.shape()), " is smaller than the kernel ",
                 shape_str(weight.shape()), " with this padding/dilation");
-  OpAttrs attrs;
-  attrs.kernel = {weight.size(2), weight.size(3)};
-  attrs.stride = stride;
-  attrs.padding = padding;
-  attrs.dilation = dilation;
-  attrs.groups = groups;
+  const OpAttrs attrs = detail::conv_attrs(weight, stride, padding, dilation, groups);
   Tensor out = empty({x.size(0), weight.size(0), ho, wo}, x.dtype(), device);
   const Tensor in[3] = {x.detach().contiguous(), weight.detach().contiguous(), bias.defined() ? bias.detach().contiguous() : Tensor()};
   if (out.numel() > 0) run_kernel(OpId::Conv2d, device, in, std::span<Tensor>(&out, 1), attrs);

@@ -27,6 +27,20 @@ struct ValuesIndices {
 /** Max along `axis` and the index of its first occurrence; the gradient goes to that element. */
 ValuesIndices max(const Tensor& x, int64_t axis, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int64_t axis, bool keepdim = false);
+/**
+ * Sorts along `axis`: values and int64 indices, stable (equal values keep their order), NaN
+ * after every number (before, descending), as torch.sort(stable=True). A bitonic network of
+ * compare-exchange steps, log^2 n elementwise passes that run on every backend; the gradient
+ * goes back through the indices.
+ */
+ValuesIndices sort(const Tensor& x, int64_t axis = -1, bool descending = false);
+/** The k largest (or smallest) along `axis` in order; ties keep the lower index first. */
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true);
+/** Cumulative product along `axis` (a log n doubling scan of products; exact for zeros and signs). */
+Tensor cumprod(const Tensor& x, int64_t axis);
+/** Running maximum/minimum along `axis` and where it was last reached (PyTorch's cummax/cummin; NaN propagates). */
+ValuesIndices cummax(const Tensor& x, int64_t axis);
+ValuesIndices cummin(const Tensor& x, int64_t axis);
 /** Variance with Bessel-style `correction` (1 = sample variance). */
 Tensor var(const Tensor& x, const Axes& axes = {}, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Axes& axes = {}, int64_t correction = 1, bool keepdim = false);
