@@ -1,5 +1,6 @@
 // ONNX ops over Tessera's composed forms: ConvTranspose (1-D, 2-D), the losses
-// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Trilu, and ScatterElements.
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Trilu, ScatterElements, OneHot, and
+// QuantizeLinear / DequantizeLinear (per tensor or per axis, u8 and i8).
 #include "proto.h"
 
 namespace tessera::onnx {
@@ -76,6 +77,14 @@ Tensor nll(const Ctx& c, const Tensor& log_probs, const Tensor& target, const Te
   return div(sum(loss), sum(wt));
 }
 
+// A scale or zero point: 0-d, or 1-D along `axis` of x.
+Tensor quant_param(const Ctx& c, const Tensor& p, const Tensor& x) {
+  if (p.dim() == 0 || p.numel() == 1) return p.reshape({});
+  Shape s(static_cast<size_t>(x.dim()), 1);
+  s[static_cast<size_t>(axis_of(c.attr_i("axis", 1), x.dim(), c.node()))] = p.numel();
+  return p.reshape(s);
+}
+
 void check_reduction(const ::onnx::NodeProto& n, int64_t) {
   for (const auto& a : n.attribute()) {
     if (a.name() == "reduction" && a.s() != "none" && a.s() != "sum" && a.s() != "mean") unsupported(n, "reduction \"" + a.s() + "\"");
@@ -118,6 +127,33 @@ void register_conv_loss_ops(OpTable& t) {
                                       if (a.name() == "reduction" && a.s() != "none" && a.s() != "add") unsupported(n, "reduction \"" + a.s() + "\"");
                                     }
                                   }};
+  t["OneHot"] = {[](const Ctx& c) {
+                   const Tensor idx = c.in(0).to(DType::i64), values = c.in(2);
+                   const int64_t depth = static_cast<int64_t>(c.scalar(1)), axis = axis_of(c.attr_i("axis", -1), idx.dim() + 1, c.node());
+                   Shape classes(static_cast<size_t>(idx.dim() + 1), 1);
+                   classes[static_cast<size_t>(axis)] = depth;
+                   const Tensor wrapped = where(lt(idx, int64_t{0}), add(idx, depth), idx);  // out of range: all off
+                   const Tensor hot = eq(wrapped.unsqueeze(axis), arange(0, static_cast<double>(depth), 1, DType::i64, idx.device()).reshape(classes));
+                   return Out{where(hot, values.narrow(0, 1, 1).reshape({}), values.narrow(0, 0, 1).reshape({}))};
+                 },
+                 {}};
+  t["QuantizeLinear"] = {[](const Ctx& c) {
+                           // saturate(round_half_even(x / scale) + zero_point)
+                           const Tensor x = c.in(0);
+                           const DType out = c.has(2) ? c.in(2).dtype() : DType::u8;
+                           if (out != DType::u8 && out != DType::i8) throw Unsupported(detail::concat("onnx: QuantizeLinear to ", out, " is not supported"));
+                           Tensor q = round(div(x.to(DType::f32), quant_param(c, c.in(1), x).to(DType::f32)));
+                           if (c.has(2)) q = add(q, quant_param(c, c.in(2), x).to(DType::f32));
+                           return Out{clamp(q, out == DType::u8 ? 0.0 : -128.0, out == DType::u8 ? 255.0 : 127.0).to(out)};
+                         },
+                         {}};
+  t["DequantizeLinear"] = {[](const Ctx& c) {
+                             const Tensor x = c.in(0), scale = quant_param(c, c.in(1), x);
+                             Tensor v = x.to(DType::f32);
+                             if (c.has(2)) v = sub(v, quant_param(c, c.in(2), x).to(DType::f32));
+                             return Out{mul(v, scale.to(DType::f32)).to(scale.dtype())};
+                           },
+                           {}};
   t["ScatterElements"] = scatter_elements;
   t["Scatter"] = scatter_elements;  // deprecated alias (opset 9-10)
 }
