@@ -135,6 +135,13 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {
   return batch;
 }
 
+int DataLoader::workers() const {
+  // Kokkos's host execution spaces (Serial, and OpenMP in 3.x) take kernels from one host thread
+  // at a time, so device transforms on Kokkos run on the consuming thread, without workers.
+  if (options_.device.type == DeviceType::kokkos && !options_.device_transforms.empty()) return 0;
+  return options_.workers;
+}
+
 void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
   Pipeline& p = *pipeline_;
   p.shutdown();
@@ -156,7 +163,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
   p.epoch = epoch;
   p.end = batches();
   p.next_produce = p.next_consume = std::min(skip, p.end);
-  for (int t = 0; t < options_.workers; ++t) {
+  for (int t = 0; t < workers(); ++t) {
     p.threads.emplace_back([this, &p] {
       for (;;) {
         int64_t index;
@@ -192,7 +199,7 @@ bool DataLoader::next(Batch& out) {
   const auto used_here = [&] {
     if (p.uploader) record_current_stream(out.x), record_current_stream(out.y);
   };
-  if (options_.workers == 0) {
+  if (workers() == 0) {
     out = make_batch(p.epoch, p.next_consume++);
     used_here();
     return true;

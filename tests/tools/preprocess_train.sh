@@ -10,7 +10,7 @@ tessera=$1 data=$2 work=$3
 shift 3
 dir=$(mktemp -d "$work/preprocess.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-plain=(train --model cnn --epochs 1 --limit 128 --test-limit 64 --batch 32 --data "$data" --deterministic --quiet)
+plain=(train --model mlp --epochs 1 --limit 256 --test-limit 64 --batch 32 --data "$data" --deterministic --quiet)
 run=("${plain[@]}" --augment)
 checked=()
 for backend in "$@"; do

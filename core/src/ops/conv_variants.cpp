@@ -113,8 +113,10 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3 s
   detail::check_defined(weight, op, "weight");
   TESSERA_CHECK(x.dim() == 5 && weight.dim() == 5, op, "expected input [N, C, D, H, W] and weight [O, C/g, kd, kh, kw], got ",
                 shape_str(x.shape()), " and ", shape_str(weight.shape()));
-  TESSERA_CHECK(stride[0] >= 1 && dilation[0] >= 1 && padding[0] >= 0 && padding[0] <= (int64_t{1} << 20), op,
-                "depth stride and dilation must be positive and the padding non-negative, got ", stride[0], ", ", dilation[0], ", ", padding[0]);
+  constexpr int64_t kMax = int64_t{1} << 20;  // as conv2d: index arithmetic cannot overflow
+  TESSERA_CHECK(stride[0] >= 1 && dilation[0] >= 1 && padding[0] >= 0 && stride[0] <= kMax && dilation[0] <= kMax && padding[0] <= kMax, op,
+                "depth stride and dilation must be in [1, 2^20] and the padding in [0, 2^20], got ", stride[0], ", ", dilation[0], ", ",
+                padding[0]);
   const int64_t n = x.size(0), kd = weight.size(2);
   // Zeros around the depth axis, then one conv2d per kernel depth over all output depths at once
   // (the depth folded into the batch).

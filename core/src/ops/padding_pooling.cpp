@@ -57,7 +57,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
   Tensor y = x;
   for (size_t i = 0; i < pads.size() / 2; ++i) {
     const int64_t axis = x.dim() - 1 - static_cast<int64_t>(i), lo = pads[2 * i], hi = pads[2 * i + 1], n = y.size(axis);
-    TESSERA_CHECK(std::abs(lo) <= (int64_t{1} << 40) && std::abs(hi) <= (int64_t{1} << 40), "pad", "pads ", lo, ", ", hi, " are too large");
+    constexpr int64_t kMaxPad = int64_t{1} << 40;  // (no std::abs: it overflows for INT64_MIN)
+    TESSERA_CHECK(lo >= -kMaxPad && lo <= kMaxPad && hi >= -kMaxPad && hi <= kMaxPad, "pad", "pads ", lo, ", ", hi, " are too large");
     if (mode == PadMode::constant) {
       y = pad_constant(y, axis, lo, hi, value);
       continue;

@@ -49,7 +49,7 @@ struct LoaderOptions {
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;
-  int workers = 1;        ///< background threads preparing batches (0 = on the caller's thread)
+  int workers = 1;        ///< background threads preparing batches (0 = on the caller's thread; Kokkos with device transforms: always 0)
   int prefetch = 4;       ///< batches prepared ahead (bound of the queue)
   Device device = kCPU;   ///< batches are moved here (through pinned memory and an async copy on device backends)
   std::vector<Transform> transforms = {};         ///< on the host, before the upload (worker threads)
@@ -74,6 +74,8 @@ class DataLoader {
 
  private:
   Batch make_batch(int64_t epoch, int64_t index) const;
+  /** options_.workers, or 0 where the device cannot take kernels from a worker thread. */
+  int workers() const;
   struct Pipeline;
   ImageSet data_;
   LoaderOptions options_;
