@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "tessera/error.h"
 #include "tessera/nn/file_io.h"
 #include "train_args.h"
 
