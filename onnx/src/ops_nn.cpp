@@ -47,15 +47,12 @@ bool symmetric(const Window& w) {
   }
   return true;
 }
-// x with its spatial axes padded by `value` ([N, C, spatial...]).
+// x with its spatial axes padded by `value` ([N, C, spatial...]): core pad() takes the last
+// axis first.
 Tensor pad_spatial(const Tensor& x, const Window& w, double value) {
-  Shape out = x.shape();
-  for (size_t i = 0; i < w.pad_begin.size(); ++i) out[2 + i] += w.pad_begin[i] + w.pad_end[i];
-  Tensor y = full(out, value, x.dtype(), x.device());
-  Tensor window = y;
-  for (size_t i = 0; i < w.pad_begin.size(); ++i) window = window.narrow(static_cast<int64_t>(2 + i), w.pad_begin[i], x.size(static_cast<int64_t>(2 + i)));
-  window.copy_(x);
-  return y;
+  std::vector<int64_t> pads;
+  for (size_t i = w.pad_begin.size(); i-- > 0;) pads.insert(pads.end(), {w.pad_begin[i], w.pad_end[i]});
+  return pad(x, pads, PadMode::constant, value);
 }
 // 1-D and 2-D windows only: a 1-D input runs as 2-D with a height of 1.
 void check_rank(const Ctx& c, const Tensor& x) {

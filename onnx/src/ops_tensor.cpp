@@ -211,34 +211,20 @@ void register_tensor_ops(OpTable& t) {
                   for (int64_t d = 0; d < x.dim(); ++d) axes.push_back(d);
                 }
                 const size_t k = axes.size();
+                // constant, reflect, edge, wrap: PyTorch's constant, reflect, replicate, circular
                 const std::string mode = c.attr_s("mode", "constant");
-                if (mode != "constant") {  // reflect, edge, wrap: PyTorch's reflect, replicate, circular
-                  const PadMode m = mode == "reflect" ? PadMode::reflect : mode == "edge" ? PadMode::replicate : PadMode::circular;
-                  Tensor y = x;
-                  for (size_t i = 0; i < k; ++i) {
-                    const int64_t a = axis_of(axes[i], x.dim(), c.node());
-                    std::vector<int64_t> p(static_cast<size_t>(2 * (x.dim() - a)), 0);
-                    p[p.size() - 2] = pads[i];
-                    p[p.size() - 1] = pads[i + k];
-                    y = pad(y, p, m);
-                  }
-                  return Out{y};
-                }
-                Shape out = x.shape();
-                Tensor src = x;
-                std::vector<int64_t> offset(static_cast<size_t>(x.dim()), 0);
+                const PadMode m = mode == "reflect" ? PadMode::reflect
+                                  : mode == "edge"  ? PadMode::replicate
+                                  : mode == "wrap"  ? PadMode::circular
+                                                    : PadMode::constant;
+                Tensor y = x;
                 for (size_t i = 0; i < k; ++i) {
-                  const int64_t a = axis_of(axes[i], x.dim(), c.node()), lo = pads[i], hi = pads[i + k];
-                  // Negative pads crop.
-                  if (lo < 0) src = src.narrow(a, -lo, src.size(a) + lo);
-                  if (hi < 0) src = src.narrow(a, 0, src.size(a) + hi);
-                  out[a] = src.size(a) + std::max<int64_t>(lo, 0) + std::max<int64_t>(hi, 0);
-                  offset[a] = std::max<int64_t>(lo, 0);
+                  const int64_t a = axis_of(axes[i], x.dim(), c.node());
+                  std::vector<int64_t> p(static_cast<size_t>(2 * (x.dim() - a)), 0);
+                  p[p.size() - 2] = pads[i];
+                  p[p.size() - 1] = pads[i + k];
+                  y = pad(y, p, m, m == PadMode::constant ? value : 0.0);
                 }
-                Tensor y = full(out, value, x.dtype(), x.device());
-                Tensor window = y;
-                for (int64_t d = 0; d < x.dim(); ++d) window = window.narrow(d, offset[d], src.size(d));
-                window.copy_(src);
                 return Out{y};
               },
               [](const ::onnx::NodeProto& n, int64_t) {
