@@ -51,8 +51,16 @@ Samples time_case(const Case& c, Device dev, bool quick) {
   const int engine_calls = calls_for(warm), peer_calls = calls_for(peer_warm);
   const int reps = quick ? 3 : static_cast<int>(std::clamp(0.4 / std::max(warm * engine_calls, 1e-6), 5.0, 31.0));
   for (int r = 0; r < reps; ++r) {
+    // After a settle pause both cores have idled: on this 2-vCPU VM the first parallel call then
+    // waits milliseconds for the sleeping worker's vCPU (1024^3 sgemm: 6.5 ms back to back, 7-11
+    // ms as the first call after 150 ms idle). Each block after a pause therefore starts with an
+    // untimed call, and both libraries get the same pause and the same warm-up call.
+    const bool paused = timed_peer && c.peer->settle_s > 0;
+    if (paused && !quick) engine_once();
     s.engine.push_back(block(engine_calls, engine_once) / c.calls);
+    if (paused) std::this_thread::sleep_for(std::chrono::duration<double>(c.peer->settle_s));
     if (timed_peer) {
+      if (paused && !quick) peer_once();
       s.peer.push_back(block(peer_calls, peer_once) / c.calls);
       if (c.peer->settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(c.peer->settle_s));
     }

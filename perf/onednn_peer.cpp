@@ -30,7 +30,11 @@ std::optional<Peer> onednn_bf16_gemm(int64_t m, int64_t n, int64_t k, int thread
     const size_t count = mem->get_desc().get_size() / 2;
     for (size_t i = 0; i < count; ++i) p[i] = mem == &s->a ? 0x3f00 : 0x3e80;
   }
-  s->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, cd), s->engine));
+  try {
+    s->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, cd), s->engine));
+  } catch (const dnnl::error&) {
+    return std::nullopt;  // no bf16 matmul for this CPU, or oneDNN held to AVX2 (TESSERA_CPU_ISA=avx2)
+  }
   return Peer{"onednn", [s, threads] {
                 omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
                 s->prim.execute(s->stream, {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c}});

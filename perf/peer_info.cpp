@@ -24,6 +24,15 @@ extern "C" char* openblas_get_config(void);
 #endif
 
 namespace tessera::bench::peers {
+
+// TESSERA_CPU_ISA=avx2 makes this machine stand in for an AVX2-only one: the peers are held to
+// AVX2 as well (OpenBLAS's Haswell/Zen core, oneDNN's AVX2 ISA), or the AVX2 kernel set would be
+// compared with an AVX-512 OpenBLAS no AVX2 machine has.
+bool held_to_avx2() {
+  const char* isa = std::getenv("TESSERA_CPU_ISA");
+  return isa != nullptr && std::string(isa) == "avx2";
+}
+
 namespace {
 
 enum class IsaClass { other, avx2, avx512 };
@@ -31,7 +40,7 @@ enum class IsaClass { other, avx2, avx512 };
 IsaClass cpu_isa_class() {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+  if (!held_to_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq")) {
     return IsaClass::avx512;
   }

@@ -11,6 +11,8 @@ struct LibraryInfo {
   std::vector<std::string> warnings;                                  ///< e.g. a fallback OpenBLAS core
 };
 
+/** True under TESSERA_CPU_ISA=avx2: the machine stands in for an AVX2-only CPU, peers included. */
+bool held_to_avx2();
 /** The best OpenBLAS core for this CPU ("Cooperlake", "SkylakeX", "Zen", "Haswell"), or "" when
  *  the CPU has neither AVX-512 nor AVX2+FMA (then OpenBLAS's own choice stands). */
 std::string best_openblas_core();

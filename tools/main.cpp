@@ -32,6 +32,12 @@ void prepare_bench_environment(int argc, char** argv) {
     setenv("OPENBLAS_CORETYPE", tessera::bench::peers::best_openblas_core().c_str(), 1);
     changed = true;
   }
+  // Standing in for an AVX2-only CPU (TESSERA_CPU_ISA=avx2): oneDNN (libtorch's convolutions,
+  // the bf16 GEMM peer) is held to AVX2 too; OpenBLAS gets its AVX2 core above.
+  if (tessera::bench::peers::held_to_avx2() && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) {
+    setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+    changed = true;
+  }
   if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 }  // namespace
