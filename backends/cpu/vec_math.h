@@ -32,10 +32,14 @@ TESSERA_VMATH float fma(float a, float b, float c) {
 }
 
 /** e^r of the Cody-Waite reduction x = n ln2 + r (|r| <= ln2/2, two-part ln2) by a degree-7
- *  polynomial; sets n (a whole number, as a float). Shared by exp and exp_nonpos. */
-TESSERA_VMATH float exp_reduced(float xc, float& n) {
-  n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const float r = vmath::fma(n, 2.12194440e-4f, vmath::fma(n, -0.693359375f, xc));
+ *  polynomial; sets ni = n, read from the bits of the rounding sum (no float -> int conversion,
+ *  undefined for NaN or huge x; unsigned wrap-around, so any x is defined behaviour). The result
+ *  is meaningful for |x| < 2^21 only: callers select their out-of-range answers afterwards. */
+TESSERA_VMATH float exp_reduced(float x, int32_t& ni) {
+  const float t = x * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: rounds to nearest
+  const float n = t - 12582912.0f;
+  ni = static_cast<int32_t>(std::bit_cast<uint32_t>(t) - 0x4B400000u);  // the bits of 1.5 * 2^23
+  const float r = vmath::fma(n, 2.12194440e-4f, vmath::fma(n, -0.693359375f, x));
   float p = 1.9875691500e-4f;
   p = vmath::fma(p, r, 1.3981999507e-3f);
   p = vmath::fma(p, r, 8.3334519073e-3f);
@@ -49,29 +53,27 @@ TESSERA_VMATH float exp_reduced(float xc, float& n) {
  *  polynomial, 2^n applied as two factors so subnormal results round once and n = 128 gives
  *  inf without an invalid exponent. */
 TESSERA_VMATH float exp(float x) {
-  // The clamps in the a > b ? a : b form, which is exactly maxps / minps (the second operand
-  // when unordered): NaN becomes -104, so the float -> int conversion below stays defined, with
-  // no compare-and-blend (the AVX2 set spent a quarter of its instructions on those).
-  float xc = x > -104.0f ? x : -104.0f;
-  xc = xc < 89.0f ? xc : 89.0f;
-  float n;
-  const float y = vmath::exp_reduced(xc, n);
-  const int32_t ni = static_cast<int32_t>(n);
-  const int32_t n1 = ni >> 1, n2 = ni - n1;  // floor(n / 2) by a shift; each in [-75, 64]: normal scale factors
+  // No clamps on the input: out of [-104, 89] the lanes compute garbage, and two selects on x at
+  // the end give 0 and inf there (a NaN fails both tests and comes out of the polynomial). GCC
+  // turned input clamps, whichever way they were written, plus a NaN select into 5 compares and
+  // 9 blends spread through the computation: 44 instructions per AVX2 vector; now ~28.
+  int32_t ni;
+  const float y = vmath::exp_reduced(x, ni);
+  const int32_t n1 = ni >> 1, n2 = ni - n1;  // floor(n / 2) by a shift; in range each in [-75, 64]: normal factors
   const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
-  return x != x ? x : y * s1 * s2;
+  float e = y * s1 * s2;
+  e = x < -104.0f ? 0.0f : e;
+  return x > 89.0f ? __builtin_inff() : e;
 }
 
 /** e^x for x <= 0 (or NaN), as in softmax's exp(x - max): results below 2^-126 (x < -87.34)
  *  are flushed to 0 instead of rounded to a subnormal, so 2^n is one normal scale factor and no
- *  overflow or NaN selects are needed: ~18 vector instructions to exp's ~28 (the AVX2 set's
- *  softmax is bound by them). NaN in gives NaN out (through the polynomial). Same 1 ulp as exp
- *  above 2^-126. */
+ *  overflow select is needed: ~20 vector instructions to exp's ~28 (the AVX2 set's softmax is
+ *  bound by them). NaN in gives NaN out (through the polynomial). Same 1 ulp as exp above 2^-126. */
 TESSERA_VMATH float exp_nonpos(float x) {
-  const float xc = x < -87.33654475f ? -87.33654475f : x;
-  float n;
-  const float y = vmath::exp_reduced(xc, n);
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);  // n in [-126, 0]
+  int32_t ni;
+  const float y = vmath::exp_reduced(x, ni);
+  const float scale = std::bit_cast<float>((ni + 127) << 23);  // n in [-126, 0] where it is used
   return x < -87.33654475f ? 0.0f : y * scale;
 }
 
@@ -166,13 +168,12 @@ TESSERA_VMATH float erf(float x) {
 
 TESSERA_VMATH float sigmoid(float x) { return 1.0f / (1.0f + vmath::exp(-x)); }
 TESSERA_VMATH float silu(float x) { return x / (1.0f + vmath::exp(-x)); }
-/** erfc(a) for a >= 0 (clamped at 4, where it is 1.5e-8) without exp: a rational function of
- *  u = a/2 - 1 in [-1, 1] (degree 7 over 7, fitted to erfc on [0, 4] by iteratively reweighted
- *  least squares; 7e-9 absolute in exact arithmetic, ~3e-7 evaluated in f32 near a = 0). Written
+/** erfc(a) for a >= 0 (held at its value at 4 beyond, where erfc is 1.5e-8) without exp: a
+ *  rational function of u = a/2 - 1 in [-1, 1] (degree 7 over 7, fitted to erfc on [0, 4] by
+ *  iteratively reweighted least squares; 7e-9 absolute in exact arithmetic, ~3e-7 evaluated in f32 near a = 0). Written
  *  in u, not a, so the alternating terms stay small: in a they cancel from ~40 down to 1e-8.
  *  Absolute, not relative, accuracy: for GELU, whose tail x Phi(x) is tiny anyway. */
 TESSERA_VMATH float erfc_rational(float a) {
-  a = a < 4.0f ? a : 4.0f;
   const float u = vmath::fma(a, 0.5f, -1.0f);
   float p = -4.5582585508726972e-3f;
   p = vmath::fma(p, u, 3.0923765071510734e-2f);
@@ -190,7 +191,9 @@ TESSERA_VMATH float erfc_rational(float a) {
   q = vmath::fma(q, u, 3.8541239507041665f);
   q = vmath::fma(q, u, 2.3087900338406993f);
   q = vmath::fma(q, u, 1.0f);
-  return p / q;
+  // Selected at the end rather than clamping a (see exp): beyond 4 the value at 4, this rational's
+  // 2.326e-8 (erfc(4) is 1.5e-8). A NaN fails the test and passes through.
+  return a > 4.0f ? 2.326032167e-8f : p / q;
 }
 
 /** Exact GELU, x Phi(x) = x erfc(-x / sqrt 2) / 2: one erfc of |x| / sqrt 2 serves both signs
@@ -199,10 +202,9 @@ TESSERA_VMATH float erfc_rational(float a) {
  *  held GELU at 14 GB/s); absolute error 4e-7 (the test's bound is 1e-6). */
 TESSERA_VMATH float gelu(float x) {
   const float z = x * 0.70710678118654752f;
-  const float c = vmath::erfc_rational(z < 0.0f ? -z : z);
+  const float c = vmath::erfc_rational(__builtin_fabsf(z));  // NaN in: NaN through erfc_rational
   const float one_plus_erf = z < 0.0f ? c : 2.0f - c;
-  const float r = 0.5f * x * one_plus_erf;
-  return x != x ? x : r;
+  return 0.5f * x * one_plus_erf;
 }
 TESSERA_VMATH float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + vmath::tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
