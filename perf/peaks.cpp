@@ -4,11 +4,12 @@
 // too (Zen 4 runs one 512-bit FMA per cycle, Zen 5 and most AVX-512 Xeons two; every AVX2 core
 // since Haswell two 256-bit ones); bandwidth is left to the STREAM-triad peer. GPUs: a table of
 // vendor datasheet figures (dense, no sparsity), matched on the device name.
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "bench.h"
 #include "tessera/backend/backend.h"
