@@ -72,6 +72,8 @@ struct Peak {
   double f32_gflops = 0, f16_gflops = 0, gbps = 0;
 };
 Peak cpu_peak(int threads);
+/** The CPU backend's kernel set ("avx512", "avx2+fma", ...), or "" without a CPU backend. */
+std::string cpu_kernel_set();
 Peak device_peak(Device device);
 
 /** The workloads of `suite` on `device` (cases may carry a peer when the device is the CPU). */

@@ -230,13 +230,7 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
     if (peer == "onednn") return libs.onednn_version;
     return "";
   };
-  const Backend* cpu_backend = find_backend(DeviceType::cpu);
-  std::string cpu_isa;
-  if (cpu_backend) {
-    for (const auto& [key, value] : cpu_backend->device_info(0).properties) {
-      if (key == "simd (kernels)") cpu_isa = value;
-    }
-  }
+  const std::string cpu_isa = cpu_kernel_set();
   system["cpu_kernels"] = cpu_isa;
   system["libraries"] = {{"openblas", libs.openblas_version}, {"openblas_core", libs.openblas_core}, {"onednn", libs.onednn_version},
                          {"libtorch", libs.torch_version}};

@@ -80,12 +80,7 @@ __attribute__((target("avx512f"))) double zmm_fmas_per_second() { TESSERA_FMA_TH
 
 // Lanes and FMAs per cycle per core of the CPU kernel set in use ("avx512" or AVX2).
 std::pair<int, int> vector_lanes_and_fmas(double ghz) {
-  std::string kernels;
-  if (const Backend* b = find_backend(DeviceType::cpu)) {
-    for (const auto& [key, value] : b->device_info(0).properties) {
-      if (key == "simd (kernels)") kernels = value;
-    }
-  }
+  const std::string kernels = cpu_kernel_set();
   const int lanes = kernels == "avx512" ? 16 : 8;
   int fmas = 2;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -110,6 +105,16 @@ constexpr GpuPeak kGpuPeaks[] = {
     {"MI250X", "MI250X", 47.9, 383.0, 3.2},      {"7900 XTX", "RX 7900 XTX", 61.4, 122.8, 0.96},
 };
 }  // namespace
+
+std::string cpu_kernel_set() {
+  std::string kernels;
+  if (const Backend* b = find_backend(DeviceType::cpu)) {
+    for (const auto& [key, value] : b->device_info(0).properties) {
+      if (key == "simd (kernels)") kernels = value;
+    }
+  }
+  return kernels;
+}
 
 Peak cpu_peak(int threads) {
   const double ghz = measured_clock_ghz();
