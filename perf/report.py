@@ -55,7 +55,9 @@ def case_label(r):
 
 
 def column(r):
-    return f'{r["backend"]} ({r["device"]})'
+    # CPU records name their kernel set: the avx2 and avx512 runs of one machine are two columns.
+    kernels = f', {r["cpu_kernels"]}' if r.get("cpu_kernels") else ""
+    return f'{r["backend"]} ({r["device"]}{kernels})'
 
 
 def markdown(records):
@@ -91,7 +93,7 @@ def charts(records, out_dir):
             for r in rs:
                 if r.get("peer") == peer and column(r) == col and r.get("ratio"):
                     vals[case_label(r)] = throughput(r)[0] / r["ratio"]
-            series.append((f"{peer} on {col.split(' ')[0]}", vals))
+            series.append((f"{peer} beside {col}", vals))
         fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cases) * max(1, len(series)) * 0.45 + 2), 4.5))
         width = 0.8 / max(1, len(series))
         for i, (name, vals) in enumerate(series):
@@ -118,7 +120,7 @@ def median_of_runs(records):
     import statistics
     groups = OrderedDict()
     for r in records:
-        key = (r["suite"], r["case"], r["backend"], r["device"], r["dtype"], tuple(r["shape"]), r.get("peer"))
+        key = (r["suite"], r["case"], r["backend"], r["device"], r.get("cpu_kernels"), r["dtype"], tuple(r["shape"]), r.get("peer"))
         groups.setdefault(key, []).append(r)
     merged = []
     for rs in groups.values():
