@@ -3,6 +3,8 @@
 //   dispatch_float(dt, "exp", [&]<class T>() { ... });
 #include "tessera/dtype.h"
 #include "tessera/error.h"
+#include "tessera/kernels/binary.h"
+#include "tessera/kernels/scatter.h"
 
 namespace tessera::backend_common {
 
@@ -32,6 +34,28 @@ template <class F> void dispatch_all(DType dt, const char* op, F&& f) {
     return;
   }
   dispatch_numeric(dt, op, static_cast<F&&>(f));
+}
+
+/** scatter_reduce's combining functor for prod, amax and amin. */
+template <class F> void dispatch_scatter_reduce(ScatterReduce r, F&& f) {
+  switch (r) {
+    case ScatterReduce::prod: f.template operator()<kernels::MulFn>(); return;
+    case ScatterReduce::amax: f.template operator()<kernels::MaximumFn>(); return;
+    case ScatterReduce::amin: f.template operator()<kernels::MinimumFn>(); return;
+    default: throw Error("scatter_reduce: the kernel combines only prod, amax and amin (sum and mean are built on scatter_add)");
+  }
+}
+
+/** The integer dtypes and bool (bitwise ops). */
+template <class F> void dispatch_integral(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::boolean: f.template operator()<bool>(); return;
+    case DType::i8: f.template operator()<int8_t>(); return;
+    case DType::u8: f.template operator()<uint8_t>(); return;
+    case DType::i32: f.template operator()<int32_t>(); return;
+    case DType::i64: f.template operator()<int64_t>(); return;
+    default: throw Error(detail::concat(op, ": kernel does not support dtype ", dt));
+  }
 }
 
 }  // namespace tessera::backend_common

@@ -90,6 +90,8 @@ template <class Fn, DTypePolicy P> void binary_kernel(const KernelCall& c) {
     backend_common::dispatch_float(a.dtype(), name, [&]<class T>() { binary_loop<Fn, T, T>(a, b, out); });
   } else if constexpr (P == DTypePolicy::Compare) {
     backend_common::dispatch_all(a.dtype(), name, [&]<class T>() { binary_loop<Fn, T, bool>(a, b, out); });
+  } else if constexpr (P == DTypePolicy::Bitwise) {
+    backend_common::dispatch_integral(a.dtype(), name, [&]<class T>() { binary_loop<Fn, T, T>(a, b, out); });
   } else {
     binary_loop<Fn, bool, bool>(a, b, out);
   }

@@ -1,10 +1,11 @@
-// index_select, gather and scatter_add. Indices are bounds-checked (the error names the op,
-// the index and the axis size); scatter_add parallelises only over positions that can never
-// collide, so it is race-free and deterministic.
+// index_select, gather, scatter_add and scatter_reduce (prod, amax, amin). Indices are
+// bounds-checked (the error names the op, the index and the axis size); the scatters parallelise
+// only over positions that can never collide, so they are race-free and deterministic.
 #include <cstring>
 
 #include "../common/dtype_dispatch.h"
 #include "line_plan.h"
+#include "tessera/kernels/binary.h"
 
 TESSERA_CPU_KERNELS_BEGIN
 namespace {
@@ -78,13 +79,15 @@ void gather_kernel(const KernelCall& c) {
   });
 }
 
-void scatter_add_kernel(const KernelCall& c) {
+// x[.., index, ..] = Fn(x[.., index, ..], src) for every source element, in index order.
+template <class Fn> void scatter_kernel(const KernelCall& c) {
   const Tensor& index = c.inputs[0];
   const Tensor& src = c.inputs[1];
   Tensor& x = c.outputs[0];
   const int64_t axis = c.attrs.axis;
   const int64_t size = x.dim() ? x.shape()[axis] : 1;
-  backend_common::dispatch_numeric(x.dtype(), "scatter_add", [&]<class T>() {
+  const char* name = op_name(c.op).data();
+  backend_common::dispatch_numeric(x.dtype(), name, [&]<class T>() {
     dispatch_index(index.dtype(), [&]<class I>() {
       // Lines along `axis` of index/src; each line writes only into its own line of x.
       const int64_t len = index.dim() ? index.shape()[axis] : 1;
@@ -106,7 +109,7 @@ void scatter_add_kernel(const KernelCall& c) {
       // Validate every index before writing anything, so a bad index leaves x untouched.
       for_range(plan, 0, plan.numel, [&](char* const* p, const int64_t* s, int64_t n) {
         for (int64_t i = 0; i < n; ++i) {
-          for (int64_t j = 0; j < len; ++j) checked(*reinterpret_cast<const I*>(p[1] + i * s[1] + j * istep), size, "scatter_add", axis);
+          for (int64_t j = 0; j < len; ++j) checked(*reinterpret_cast<const I*>(p[1] + i * s[1] + j * istep), size, name, axis);
         }
       });
       parallel_for(plan.numel, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
@@ -116,7 +119,7 @@ void scatter_add_kernel(const KernelCall& c) {
               const int64_t k = static_cast<int64_t>(*reinterpret_cast<const I*>(p[1] + i * s[1] + j * istep));
               T* dst = reinterpret_cast<T*>(p[0] + i * s[0] + k * xstep);
               const T v = *reinterpret_cast<const T*>(p[2] + i * s[2] + j * sstep);
-              *dst = static_cast<T>(static_cast<compute_t<T>>(*dst) + static_cast<compute_t<T>>(v));
+              *dst = static_cast<T>(Fn{}(static_cast<compute_t<T>>(*dst), static_cast<compute_t<T>>(v)));
             }
           }
         });
@@ -124,12 +127,17 @@ void scatter_add_kernel(const KernelCall& c) {
     });
   });
 }
+
+void scatter_reduce_kernel(const KernelCall& c) {
+  backend_common::dispatch_scatter_reduce(c.attrs.reduce, [&]<class Fn>() { scatter_kernel<Fn>(c); });
+}
 }  // namespace
 
 void register_indexing(KernelTable& table) {
   table[OpId::IndexSelect] = &index_select_kernel;
   table[OpId::Gather] = &gather_kernel;
-  table[OpId::ScatterAdd] = &scatter_add_kernel;
+  table[OpId::ScatterAdd] = &scatter_kernel<kernels::AddFn>;
+  table[OpId::ScatterReduce] = &scatter_reduce_kernel;
 }
 
 TESSERA_CPU_KERNELS_END

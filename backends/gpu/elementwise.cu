@@ -149,6 +149,8 @@ template <class Fn, DTypePolicy P> void binary_op(const KernelCall& c) {
     backend_common::dispatch_float(a.dtype(), name, [&]<class T>() { run.template operator()<T, T>(); });
   } else if constexpr (P == DTypePolicy::Compare) {
     backend_common::dispatch_all(a.dtype(), name, [&]<class T>() { run.template operator()<T, bool>(); });
+  } else if constexpr (P == DTypePolicy::Bitwise) {
+    backend_common::dispatch_integral(a.dtype(), name, [&]<class T>() { run.template operator()<T, T>(); });
   } else {
     run.template operator()<bool, bool>();
   }

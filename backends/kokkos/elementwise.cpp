@@ -71,6 +71,8 @@ template <class Fn, DTypePolicy P> void binary_op(const KernelCall& c) {
     backend_common::dispatch_float(dt, name, [&]<class T>() { binary_impl<Fn, T, T>(c); });
   } else if constexpr (P == DTypePolicy::Compare) {
     backend_common::dispatch_all(dt, name, [&]<class T>() { binary_impl<Fn, T, bool>(c); });
+  } else if constexpr (P == DTypePolicy::Bitwise) {
+    backend_common::dispatch_integral(dt, name, [&]<class T>() { binary_impl<Fn, T, T>(c); });
   } else {
     binary_impl<Fn, bool, bool>(c);
   }

@@ -1,5 +1,6 @@
 // index_select and gather (one iteration per output element, bounds checked on the host
-// first) and scatter_add (one iteration per line along the axis: deterministic, no atomics).
+// first) and scatter_add / scatter_reduce (one iteration per line along the axis:
+// deterministic, no atomics).
 #include "../common/index_views.h"
 #include "common.h"
 
@@ -41,38 +42,54 @@ void gather_op(const KernelCall& c) { gather_into(c.outputs[0], c.inputs[0], c.i
 // Deterministic without atomics: a "line" is every index position along `axis` with the other
 // coordinates fixed; lines write disjoint destinations (they differ off the axis), so each runs
 // in parallel and adds its sources in index order, the same sums on every run and thread count.
-template <class T, class I>
-void scatter_add_impl(const Tensor& xview, const Tensor& index, const Tensor& src, int64_t axis, int64_t axis_stride) {
+template <class Fn, class T, class I>
+void scatter_impl(const Tensor& xview, const Tensor& index, const Tensor& src, int64_t axis, int64_t axis_stride, const char* op) {
+  using C = compute_t<T>;
   T* dst = ptr<T>(xview);
   const I* idx = ptr<const I>(index);
   const T* s = ptr<const T>(src);
   if (index.numel() == 0) return;
   if (index.dim() == 0) {
-    for_n("scatter_add", 1, KOKKOS_LAMBDA(int64_t) { dst[static_cast<int64_t>(idx[0]) * axis_stride] += s[0]; });
+    for_n(op, 1, KOKKOS_LAMBDA(int64_t) {
+      T& d = dst[static_cast<int64_t>(idx[0]) * axis_stride];
+      d = static_cast<T>(Fn{}(static_cast<C>(d), static_cast<C>(s[0])));
+    });
     return;
   }
   const int64_t len = index.size(axis), istep = index.strides()[axis], sstep = src.strides()[axis];
   const Tensor xl = xview.narrow(axis, 0, 1), il = index.narrow(axis, 0, 1), sl = src.narrow(axis, 0, 1);
   const auto ix = make_indexer<3>(il.shape(), {&xl, &il, &sl});
-  for_n("scatter_add", il.numel(), KOKKOS_LAMBDA(int64_t line) {
+  for_n(op, il.numel(), KOKKOS_LAMBDA(int64_t line) {
     int64_t off[3];
     ix.offsets(line, off);
-    for (int64_t i = 0; i < len; ++i) dst[off[0] + static_cast<int64_t>(idx[off[1] + i * istep]) * axis_stride] += s[off[2] + i * sstep];
+    for (int64_t i = 0; i < len; ++i) {
+      T& d = dst[off[0] + static_cast<int64_t>(idx[off[1] + i * istep]) * axis_stride];
+      d = static_cast<T>(Fn{}(static_cast<C>(d), static_cast<C>(s[off[2] + i * sstep])));
+    }
   });
 }
 
-void scatter_add_op(const KernelCall& c) {
+// Shared by scatter_add (Fn = AddFn, the dtypes with device atomics, as the other device
+// backends) and scatter_reduce (every numeric dtype).
+template <class Fn> void scatter_with(const KernelCall& c, bool every_numeric_dtype) {
   const Tensor& index = c.inputs[0];
   const Tensor& src = c.inputs[1];
   Tensor& x = c.outputs[0];
   const int64_t axis = c.attrs.axis;
-  check_bounds(index, x.dim() ? x.size(axis) : 1, "scatter_add", axis);
+  const char* op = op_name(c.op).data();
+  check_bounds(index, x.dim() ? x.size(axis) : 1, op, axis);
   int64_t axis_stride = 0;
   const Tensor xview = along_axis_view(x, index.shape(), axis, axis_stride);
   auto run = [&]<class T>() {
-    dispatch_index(index.dtype(), [&]<class I>() { scatter_add_impl<T, I>(xview, index, src, axis, axis_stride); });
+    dispatch_index(index.dtype(), [&]<class I>() { scatter_impl<Fn, T, I>(xview, index, src, axis, axis_stride, op); });
   };
-  backend_common::dispatch_scatter(x.dtype(), run);
+  if (every_numeric_dtype) backend_common::dispatch_numeric(x.dtype(), op, run);
+  else backend_common::dispatch_scatter(x.dtype(), run);
+}
+
+void scatter_add_op(const KernelCall& c) { scatter_with<kernels::AddFn>(c, false); }
+void scatter_reduce_op(const KernelCall& c) {
+  backend_common::dispatch_scatter_reduce(c.attrs.reduce, [&]<class Fn>() { scatter_with<Fn>(c, true); });
 }
 }  // namespace
 
@@ -80,6 +97,7 @@ void register_indexing(KernelTable& table) {
   table[OpId::IndexSelect] = &index_select_op;
   table[OpId::Gather] = &gather_op;
   table[OpId::ScatterAdd] = &scatter_add_op;
+  table[OpId::ScatterReduce] = &scatter_reduce_op;
 }
 
 }  // namespace tessera::kokkos

@@ -129,4 +129,51 @@ TESSERA_BOOL_BINARY(LogicalOrFn, (a != T(0)) || (b != T(0)))
 TESSERA_BOOL_BINARY(LogicalXorFn, (a != T(0)) != (b != T(0)))
 #undef TESSERA_BOOL_BINARY
 
+// Bitwise functors run on integers and bool only (DTypePolicy::Bitwise); the float branch is
+// never instantiated by a backend and exists so the op-list expansion compiles.
+#define TESSERA_BITWISE_BINARY(Name, op)                                       \
+  struct Name {                                                                \
+    template <class T> TESSERA_HD T operator()(T a, T b) const {               \
+      if constexpr (std::is_integral_v<T>) return static_cast<T>(a op b);      \
+      else return a;                                                           \
+    }                                                                          \
+  };
+TESSERA_BITWISE_BINARY(BitwiseAndFn, &)
+TESSERA_BITWISE_BINARY(BitwiseOrFn, |)
+TESSERA_BITWISE_BINARY(BitwiseXorFn, ^)
+#undef TESSERA_BITWISE_BINARY
+
+// Shifts as PyTorch defines them for any count: a count outside [0, bits) shifts everything
+// out (left: 0; right: the sign, so -1 for a negative signed value), where C++ has no answer.
+// The left shift runs on the unsigned type, so a negative value shifts its two's-complement bits.
+struct LeftShiftFn {
+  template <class T> TESSERA_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      constexpr int bits = 8 * sizeof(T);
+      if constexpr (std::is_signed_v<T>) {
+        if (b < T(0)) return T(0);
+      }
+      if (static_cast<int64_t>(b) >= bits) return T(0);
+      return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) << b);
+    } else {
+      return a;
+    }
+  }
+};
+struct RightShiftFn {
+  template <class T> TESSERA_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      constexpr int bits = 8 * sizeof(T);
+      if constexpr (std::is_signed_v<T>) {
+        if (b < T(0) || static_cast<int64_t>(b) >= bits) return a < T(0) ? T(-1) : T(0);
+      } else {
+        if (static_cast<int64_t>(b) >= bits) return T(0);
+      }
+      return static_cast<T>(a >> b);  // arithmetic for signed values (C++20)
+    } else {
+      return a;
+    }
+  }
+};
+
 }  // namespace tessera::kernels

@@ -58,6 +58,20 @@ using namespace export_detail;
 std::vector<int64_t> v2(Size2 s) { return {s[0], s[1]}; }
 std::vector<int64_t> pads2(Size2 p) { return {p[0], p[1], p[0], p[1]}; }
 
+// ONNX's ceil_mode rounds the output size up, but PyTorch's (and Tessera's) also drops a last
+// window that would start in the right padding; where the two disagree for the traced input the
+// file would compute another shape, so the export refuses it.
+void check_ceil_mode_sizes(const char* layer, bool ceil_mode, const Tensor& xt, const Tensor& yt, Size2 k, Size2 s, Size2 p, Size2 d) {
+  if (!ceil_mode) return;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t span = xt.size(2 + i) + 2 * p[i] - (k[i] - 1) * d[i] - 1, onnx_size = (span + s[i] - 1) / s[i] + 1;
+    if (yt.size(2 + i) != onnx_size)
+      throw Unsupported(detail::concat("onnx export: ", layer, " with ceil_mode on input ", shape_str(xt.shape()),
+                                       ": its last window would start in the padding, which ONNX's ceil_mode keeps (", onnx_size,
+                                       " outputs) and PyTorch's drops (", yt.size(2 + i), ")"));
+  }
+}
+
 // Emits `m` applied to value `x` (whose traced tensor is `xt`); returns the output value and
 // sets `yt` to the traced output.
 std::string emit(Builder& b, nn::Module& m, const std::string& x, const Tensor& xt, Tensor& yt) {
@@ -95,6 +109,9 @@ std::string emit(Builder& b, nn::Module& m, const std::string& x, const Tensor& 
     attr(n, "kernel_shape", v2(p->kernel()));
     attr(n, "strides", v2(p->stride()));
     attr(n, "pads", pads2(p->padding()));
+    if (p->dilation() != Size2{1, 1}) attr(n, "dilations", v2(p->dilation()));
+    if (p->ceil_mode()) attr(n, "ceil_mode", int64_t{1});
+    check_ceil_mode_sizes("MaxPool2d", p->ceil_mode(), xt, yt, p->kernel(), p->stride(), p->padding(), p->dilation());
     return out;
   }
   if (auto* p = dynamic_cast<nn::AvgPool2d*>(&m)) {
@@ -104,6 +121,8 @@ std::string emit(Builder& b, nn::Module& m, const std::string& x, const Tensor& 
     attr(n, "strides", v2(p->stride()));
     attr(n, "pads", pads2(p->padding()));
     attr(n, "count_include_pad", int64_t{p->count_include_pad() ? 1 : 0});
+    if (p->ceil_mode()) attr(n, "ceil_mode", int64_t{1});
+    check_ceil_mode_sizes("AvgPool2d", p->ceil_mode(), xt, yt, p->kernel(), p->stride(), p->padding(), Size2{1, 1});
     return out;
   }
   if (auto* p = dynamic_cast<nn::AdaptiveAvgPool2d*>(&m)) {

@@ -1,9 +1,27 @@
 // ONNX ops over Tessera's composed forms: ConvTranspose (1-D, 2-D), the losses
-// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Trilu, ScatterElements, OneHot, and
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Trilu, ScatterElements and ScatterND (with
+// their reductions), OneHot, and
 // QuantizeLinear / DequantizeLinear (per tensor or per axis, u8 and i8).
 #include "proto.h"
 
 namespace tessera::onnx {
+
+namespace {
+// ScatterElements' and ScatterND's `reduction`: the updates replace the data or combine with it.
+Tensor scatter_with_reduction(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, const std::string& reduction) {
+  if (reduction == "add") return scatter_add(x, axis, index, src);
+  if (reduction == "mul") return scatter_reduce(x, axis, index, src, ScatterReduce::prod);
+  if (reduction == "max") return scatter_reduce(x, axis, index, src, ScatterReduce::amax);
+  if (reduction == "min") return scatter_reduce(x, axis, index, src, ScatterReduce::amin);
+  return scatter(x, axis, index, src);
+}
+void check_scatter_reduction(const ::onnx::NodeProto& n, int64_t) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "reduction" && a.s() != "none" && a.s() != "add" && a.s() != "mul" && a.s() != "max" && a.s() != "min")
+      unsupported(n, "reduction \"" + a.s() + "\"");
+  }
+}
+}  // namespace
 
 namespace {
 using Out = std::vector<Tensor>;
@@ -119,14 +137,25 @@ void register_conv_loss_ops(OpTable& t) {
                                     // Negative indices count from the end of the axis.
                                     const Tensor i = c.in(1).to(DType::i64);
                                     const Tensor index = where(lt(i, int64_t{0}), add(i, x.size(axis)), i);
-                                    const bool add_up = c.attr_s("reduction", "none") == "add";
-                                    return Out{add_up ? scatter_add(x, axis, index, src) : scatter(x, axis, index, src)};
+                                    return Out{scatter_with_reduction(x, axis, index, src, c.attr_s("reduction", "none"))};
                                   },
-                                  [](const ::onnx::NodeProto& n, int64_t) {
-                                    for (const auto& a : n.attribute()) {
-                                      if (a.name() == "reduction" && a.s() != "none" && a.s() != "add") unsupported(n, "reduction \"" + a.s() + "\"");
-                                    }
-                                  }};
+                                  &check_scatter_reduction};
+  // ScatterND as a scatter along axis 0 of the data seen as [rows addressed by the index, rest].
+  t["ScatterND"] = {[](const Ctx& c) {
+                      const Tensor x = c.in(0), idx = c.in(1).to(DType::i64), updates = c.in(2);
+                      const int64_t k = idx.size(idx.dim() - 1);
+                      if (k > x.dim()) throw Unsupported(detail::concat("onnx: ScatterND index depth ", k, " exceeds the data's rank ", x.dim()));
+                      std::vector<int64_t> dims(x.shape().begin(), x.shape().begin() + k), steps(static_cast<size_t>(k), 1);
+                      for (int64_t j = k - 2; j >= 0; --j) steps[j] = steps[j + 1] * dims[j + 1];
+                      const Tensor dim_t = from_vector(dims, {k}).to(x.device()), step_t = from_vector(steps, {k}).to(x.device());
+                      const Tensor wrapped = where(lt(idx, int64_t{0}), add(idx, dim_t), idx);
+                      const int64_t rows = k ? steps[0] * dims[0] : 1, m = idx.numel() / std::max<int64_t>(k, 1);
+                      const int64_t rest = rows ? x.numel() / rows : 0;
+                      const Tensor row = sum(mul(wrapped, step_t), {-1}).reshape({m, 1}).expand({m, rest}).contiguous();
+                      const Tensor y = scatter_with_reduction(x.reshape({rows, rest}), 0, row, updates.reshape({m, rest}), c.attr_s("reduction", "none"));
+                      return Out{y.reshape(x.shape())};
+                    },
+                    &check_scatter_reduction};
   t["OneHot"] = {[](const Ctx& c) {
                    const Tensor idx = c.in(0).to(DType::i64), values = c.in(2);
                    const int64_t depth = static_cast<int64_t>(c.scalar(1)), axis = axis_of(c.attr_i("axis", -1), idx.dim() + 1, c.node());

@@ -127,6 +127,18 @@ void register_elementwise_ops(OpTable& t) {
   binary(t, "And", &logical_and);
   binary(t, "Or", &logical_or);
   binary(t, "Xor", &logical_xor);
+  binary(t, "BitwiseAnd", &bitwise_and);
+  binary(t, "BitwiseOr", &bitwise_or);
+  binary(t, "BitwiseXor", &bitwise_xor);
+  unary(t, "BitwiseNot", &bitwise_not);
+  t["BitShift"] = {[](const Ctx& c) {
+                     const bool left = c.attr_s("direction", "") == "LEFT";
+                     return Out{left ? bitwise_left_shift(c.in(0), c.in(1)) : bitwise_right_shift(c.in(0), c.in(1))};
+                   },
+                   [](const ::onnx::NodeProto& n, int64_t) {
+                     const std::string d = attr_text(n, "direction");
+                     if (d != "\"LEFT\"" && d != "\"RIGHT\"") throw Unsupported("onnx: BitShift needs direction \"LEFT\" or \"RIGHT\", got " + d);
+                   }};
   t["Mod"] = {[](const Ctx& c) {
                 const bool f = c.attr_i("fmod", 0) != 0;
                 return Out{f ? tessera::fmod(c.in(0), c.in(1)) : remainder(c.in(0), c.in(1))};

@@ -94,6 +94,20 @@ template <class M> std::string module_gradcheck(M& m, const Tensor& x, double to
 }
 }  // namespace
 
+TEST_CASE("pool modules take PyTorch's arguments in its order: dilation, ceil_mode, count_include_pad") {
+  const Tensor x = rand({2, 3, 7, 7}, DType::f32, device());
+  MaxPool2d mp(Size2{3, 3}, Size2{2, 2}, Size2{1, 1}, Size2{1, 2}, true);
+  const Tensor y = mp.forward(x);
+  CHECK(y.shape() == Shape{2, 3, 4, 3});  // rows: ceil(6 / 2) + 1; columns: 7 + 2 - 4 - 1 = 4, ceil(4 / 2) + 1
+  TESSERA_CHECK_CLOSE(y, to_ref(max_pool2d(x, Size2{3, 3}, Size2{2, 2}, Size2{1, 1}, Size2{1, 2}, true)));
+  AvgPool2d ap(Size2{2, 2}, std::nullopt, Size2{1, 1}, true, false);
+  const Tensor z = ap.forward(x);
+  CHECK(z.shape() == Shape{2, 3, 4, 4});  // ceil(7 / 2) + 1 = 5, but the fifth window would start in the padding
+  TESSERA_CHECK_CLOSE(z, to_ref(avg_pool2d(x, Size2{2, 2}, Size2{2, 2}, Size2{1, 1}, false, true)));
+  // Counting the padding would change the border's divisor.
+  CHECK(amax(abs(sub(z, avg_pool2d(x, Size2{2, 2}, Size2{2, 2}, Size2{1, 1}, true, true)))).item<float>() > 1e-3f);
+}
+
 TEST_CASE("every layer passes a finite-difference gradient check") {
   manual_seed(5);
   {

@@ -157,7 +157,7 @@ TEST_CASE("every standard layer exports: pools, norms, activations, dropout, lin
   manual_seed(4);
   nn::Sequential net;
   net.add(std::make_shared<nn::Conv2d>(3, 8, Size2{3, 3}, Size2{2, 2}, Size2{1, 1}))
-      .add(std::make_shared<nn::AvgPool2d>(Size2{3, 3}, Size2{1, 1}, Size2{1, 1}, false))
+      .add(std::make_shared<nn::AvgPool2d>(Size2{3, 3}, Size2{1, 1}, Size2{1, 1}, false, false))
       .add(std::make_shared<nn::SiLU>())
       .add(std::make_shared<nn::AdaptiveAvgPool2d>(Size2{2, 2}))
       .add(std::make_shared<nn::Flatten>(2))  // [N, 8, 4]
@@ -177,6 +177,26 @@ TEST_CASE("every standard layer exports: pools, norms, activations, dropout, lin
     REQUIRE(got.shape() == want.shape());
     CHECK(amax(abs(sub(got, want))).item<float>() < 1e-5f);
   }
+}
+
+TEST_CASE("pools with ceil_mode and dilation export and re-import; a window PyTorch drops is refused at export") {
+  manual_seed(6);
+  nn::Sequential net;
+  net.add(std::make_shared<nn::Conv2d>(3, 4, Size2{3, 3}, Size2{1, 1}, Size2{1, 1}))  // 9x9
+      .add(std::make_shared<nn::MaxPool2d>(Size2{2, 2}, Size2{1, 1}, Size2{0, 0}, Size2{2, 2}))  // 7x7
+      .add(std::make_shared<nn::MaxPool2d>(Size2{3, 3}, Size2{2, 2}, Size2{1, 1}, Size2{1, 1}, true))  // 4x4
+      .add(std::make_shared<nn::AvgPool2d>(Size2{3, 3}, Size2{2, 2}, Size2{0, 0}, true, false));  // 2x2, the last window partial
+  const Tensor x = rand({2, 3, 9, 9});
+  for (Device d : devices()) {
+    CAPTURE(d.str());
+    const auto [want, got] = both(net, x, d);
+    REQUIRE(got.shape() == Shape{2, 4, 2, 2});
+    CHECK(amax(abs(sub(got, want))).item<float>() < 1e-5f);
+  }
+  // 4 wide, kernel 2, stride 3, padding 1: the third window would start at 6, past 4 + 1.
+  nn::MaxPool2d drops(Size2{2, 2}, Size2{3, 3}, Size2{1, 1}, Size2{1, 1}, true);
+  CHECK(drops.forward(rand({1, 1, 4, 4})).shape() == Shape{1, 1, 2, 2});
+  CHECK_THROWS_WITH(tonnx::export_bytes(drops, rand({1, 1, 4, 4})), doctest::Contains("MaxPool2d with ceil_mode on input [1, 1, 4, 4]"));
 }
 
 TEST_CASE("the GPT exports with variable batch and sequence and re-imports to the same logits on every backend") {

@@ -111,7 +111,7 @@ void record_unary(OpId op, const Tensor& x, Tensor& out) {
 
 void record_binary(OpId op, const Tensor& a_in, const Tensor& b_in, Tensor& out) {
   const DTypePolicy policy = op_info(op).policy;
-  if (policy == DTypePolicy::Compare || policy == DTypePolicy::Logical) return;  // bool results
+  if (policy == DTypePolicy::Compare || policy == DTypePolicy::Logical || policy == DTypePolicy::Bitwise) return;  // integer results
   const DType dt = out.dtype();
   const Tensor a = saved(a_in).to(dt), b = saved(b_in).to(dt), y = saved(out);
   BackwardFn fn;

@@ -44,6 +44,10 @@ Tensor binary_in(OpId op, const Tensor& a, const Tensor& b, DType common) {
     case DTypePolicy::TrueDiv: compute = result = to_floating(common); break;
     case DTypePolicy::Compare: result = DType::boolean; break;
     case DTypePolicy::Logical: compute = result = DType::boolean; break;
+    case DTypePolicy::Bitwise:
+      TESSERA_CHECK(!is_floating(common), name, "needs integer or bool operands, got ", a.dtype(), " and ", b.dtype());
+      TESSERA_CHECK(common != DType::boolean || (op != OpId::LeftShift && op != OpId::RightShift), name, "not supported for dtype bool");
+      break;
     default: break;
   }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
@@ -151,6 +155,11 @@ TESSERA_DEFINE_BINARY(ge, Ge)
 TESSERA_DEFINE_BINARY(logical_and, LogicalAnd)
 TESSERA_DEFINE_BINARY(logical_or, LogicalOr)
 TESSERA_DEFINE_BINARY(logical_xor, LogicalXor)
+TESSERA_DEFINE_BINARY(bitwise_and, BitwiseAnd)
+TESSERA_DEFINE_BINARY(bitwise_or, BitwiseOr)
+TESSERA_DEFINE_BINARY(bitwise_xor, BitwiseXor)
+TESSERA_DEFINE_BINARY(bitwise_left_shift, LeftShift)
+TESSERA_DEFINE_BINARY(bitwise_right_shift, RightShift)
 #undef TESSERA_DEFINE_BINARY
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -166,6 +175,17 @@ Tensor operator-(Scalar a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(Scalar a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(Scalar a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
+#define TESSERA_DEFINE_OPERATOR(sym, fname)                                  \
+  Tensor operator sym(const Tensor& a, const Tensor& b) { return fname(a, b); } \
+  Tensor operator sym(const Tensor& a, Scalar b) { return fname(a, b); }        \
+  Tensor operator sym(Scalar a, const Tensor& b) { return fname(a, b); }
+TESSERA_DEFINE_OPERATOR(&, bitwise_and)
+TESSERA_DEFINE_OPERATOR(|, bitwise_or)
+TESSERA_DEFINE_OPERATOR(^, bitwise_xor)
+TESSERA_DEFINE_OPERATOR(<<, bitwise_left_shift)
+TESSERA_DEFINE_OPERATOR(>>, bitwise_right_shift)
+#undef TESSERA_DEFINE_OPERATOR
+Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_defined(cond, "where", "condition");

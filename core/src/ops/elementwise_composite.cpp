@@ -63,6 +63,14 @@ Tensor logical_not(const Tensor& x) {
   return eq(x, zeros({}, x.dtype(), x.device()));
 }
 
+Tensor bitwise_not(const Tensor& x) {
+  detail::check_defined(x, "bitwise_not");
+  TESSERA_CHECK(!is_floating(x.dtype()), "bitwise_not", "needs an integer or bool tensor, got ", x.dtype());
+  if (x.dtype() == DType::boolean) return logical_not(x);
+  // All ones in x's own dtype (255 for uint8), so the xor keeps the dtype.
+  return bitwise_xor(x, full({}, x.dtype() == DType::u8 ? Scalar(int64_t{255}) : Scalar(int64_t{-1}), x.dtype(), x.device()));
+}
+
 Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
   if (rounding_mode.empty()) return div(a, b);
   if (rounding_mode == "floor") return floor_divide(a, b);

@@ -59,27 +59,50 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   return out;
 }
 
-Tensor& scatter_add_(Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
-  detail::check_defined(x, "scatter_add");
-  detail::check_defined(src, "scatter_add", "source");
-  detail::check_index_dtype(index, "scatter_add");
-  const Device device = detail::common_device({&x, &index, &src}, "scatter_add");
-  TESSERA_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add", "input ", shape_str(x.shape()),
-                ", index ", shape_str(index.shape()), " and source ", shape_str(src.shape()),
-                " must have the same rank");
+namespace {
+// Checks a scatter of `src` into `x` along `axis` and runs `op` (scatter_add, scatter_reduce)
+// on x in place.
+void scatter_into(OpId op, Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, ScatterReduce reduce) {
+  const char* name = op_name(op).data();
+  detail::check_defined(x, name);
+  detail::check_defined(src, name, "source");
+  detail::check_index_dtype(index, name);
+  const Device device = detail::common_device({&x, &index, &src}, name);
+  TESSERA_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), name, "input ", shape_str(x.shape()), ", index ",
+                shape_str(index.shape()), " and source ", shape_str(src.shape()), " must have the same rank");
   OpAttrs attrs;
-  attrs.axis = normalize_axis(axis, std::max<int64_t>(x.dim(), 1), "scatter_add");
+  attrs.axis = normalize_axis(axis, std::max<int64_t>(x.dim(), 1), name);
+  attrs.reduce = reduce;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    TESSERA_CHECK(index.size(d) <= src.size(d) && (d == attrs.axis || index.size(d) <= x.size(d)), "scatter_add",
-                  "index ", shape_str(index.shape()), " does not fit source ", shape_str(src.shape()),
-                  " and input ", shape_str(x.shape()));
+    TESSERA_CHECK(index.size(d) <= src.size(d) && (d == attrs.axis || index.size(d) <= x.size(d)), name, "index ",
+                  shape_str(index.shape()), " does not fit source ", shape_str(src.shape()), " and input ", shape_str(x.shape()));
   }
-  TESSERA_CHECK(x.dtype() != DType::boolean, "scatter_add", "not supported for dtype bool");
+  TESSERA_CHECK(x.dtype() != DType::boolean, name, "not supported for dtype bool");
+  if (index.numel() == 0) return;
   // Only the index's extent of the source takes part, like PyTorch.
   Tensor part = src;
   for (int64_t d = 0; d < src.dim(); ++d) part = part.narrow(d, 0, index.size(d));
+  if (op == OpId::ScatterReduce && x.dim() == 0) {  // the line kernels want an axis: a 0-d scatter as 1-d
+    Tensor x1 = x.reshape({1});
+    const Tensor in[2] = {index.reshape({1}), part.to(x.dtype()).reshape({1})};
+    detail::run_kernel(op, device, in, std::span<Tensor>(&x1, 1), attrs);
+    return;
+  }
   const Tensor in[2] = {index, part.to(x.dtype())};
-  if (index.numel() > 0) detail::run_kernel(OpId::ScatterAdd, device, in, std::span<Tensor>(&x, 1), attrs);
+  detail::run_kernel(op, device, in, std::span<Tensor>(&x, 1), attrs);
+}
+}  // namespace
+
+Tensor& scatter_add_(Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
+  scatter_into(OpId::ScatterAdd, x, axis, index, src, ScatterReduce::sum);
+  return x;
+}
+
+Tensor& scatter_reduce_(Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, ScatterReduce reduce) {
+  TESSERA_CHECK(reduce == ScatterReduce::prod || reduce == ScatterReduce::amax || reduce == ScatterReduce::amin || reduce == ScatterReduce::sum,
+                "scatter_reduce_", "in place takes sum, prod, amax or amin (mean needs the counts: use scatter_reduce)");
+  if (reduce == ScatterReduce::sum) return scatter_add_(x, axis, index, src);
+  scatter_into(OpId::ScatterReduce, x, axis, index, src, reduce);
   return x;
 }
 

@@ -9,6 +9,7 @@
 
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/optim.h"
+#include "tessera/kernels/scatter.h"
 #include "tessera/ops/op_id.h"
 
 namespace tessera {
@@ -31,6 +32,7 @@ struct OpAttrs {
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
   bool flag = false;  ///< op-specific switch (avg_pool2d: count_include_pad)
+  ScatterReduce reduce = ScatterReduce::sum;  ///< scatter_reduce: prod, amax or amin
   OptimizerAttrs optim;  ///< fused optimizer updates
 };
 

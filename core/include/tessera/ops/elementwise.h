@@ -69,6 +69,8 @@ Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posin
                   std::optional<double> neginf = std::nullopt);
 /** True where x is zero (bool result, any input dtype). */
 Tensor logical_not(const Tensor& x);
+/** ~x: every bit flipped (integers); logical not for bool. */
+Tensor bitwise_not(const Tensor& x);
 
 // ---- binary (tensor or scalar operands) ----
 #define TESSERA_DECLARE_BINARY(name)                \
@@ -103,6 +105,13 @@ TESSERA_DECLARE_BINARY(ge)
 TESSERA_DECLARE_BINARY(logical_and)
 TESSERA_DECLARE_BINARY(logical_or)
 TESSERA_DECLARE_BINARY(logical_xor)
+// Bitwise ops on integers and bool (the result has the promoted integer dtype). Shift counts
+// outside [0, bits) shift every bit out: 0, or -1 for a negative value shifted right.
+TESSERA_DECLARE_BINARY(bitwise_and)
+TESSERA_DECLARE_BINARY(bitwise_or)
+TESSERA_DECLARE_BINARY(bitwise_xor)
+TESSERA_DECLARE_BINARY(bitwise_left_shift)
+TESSERA_DECLARE_BINARY(bitwise_right_shift)
 #undef TESSERA_DECLARE_BINARY
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -118,6 +127,18 @@ Tensor operator-(Scalar a, const Tensor& b);
 Tensor operator*(Scalar a, const Tensor& b);
 Tensor operator/(Scalar a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+// Bitwise operators as in Python: & | ^ << >> and ~ (logical not on bool).
+#define TESSERA_DECLARE_OPERATOR(sym)              \
+  Tensor operator sym(const Tensor& a, const Tensor& b); \
+  Tensor operator sym(const Tensor& a, Scalar b);        \
+  Tensor operator sym(Scalar a, const Tensor& b);
+TESSERA_DECLARE_OPERATOR(&)
+TESSERA_DECLARE_OPERATOR(|)
+TESSERA_DECLARE_OPERATOR(^)
+TESSERA_DECLARE_OPERATOR(<<)
+TESSERA_DECLARE_OPERATOR(>>)
+#undef TESSERA_DECLARE_OPERATOR
+Tensor operator~(const Tensor& a);
 
 // ---- others ----
 /** cond ? a : b, all three broadcast; `cond` must be bool. */

@@ -1,6 +1,7 @@
 #pragma once
 // Indexing ops. Index tensors are int64 or int32; out-of-range indices throw, naming the op,
 // the offending index and the valid range. Negative indices are not wrapped.
+#include "tessera/kernels/scatter.h"
 #include "tessera/tensor.h"
 
 namespace tessera {
@@ -13,6 +14,8 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
 Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
 /** In-place scatter_add into `x`. */
 Tensor& scatter_add_(Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
+/** In-place scatter_reduce with include_self (sum, prod, amax, amin; no autograd, like scatter_add_). */
+Tensor& scatter_reduce_(Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, ScatterReduce reduce);
 /** numpy.take_along_axis: like gather, but index broadcasts against x outside `axis`. */
 Tensor take_along_axis(const Tensor& x, const Tensor& index, int64_t axis);
 /** Integer labels -> one-hot rows of `num_classes` (int64, like PyTorch). */
@@ -28,8 +31,13 @@ Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tenso
  * repeats PyTorch leaves the result unspecified; here the repeated sources are summed.
  */
 Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
-enum class ScatterReduce { sum, mean };
-/** PyTorch's scatter_reduce for "sum" and "mean"; include_self=false leaves x out of the reduction where src lands. */
+/**
+ * PyTorch's scatter_reduce: x with each src element combined into x[..., index, ...] by `reduce`
+ * (sum, mean, prod, amax, amin; NaN propagates through amax/amin). include_self=false leaves x
+ * out of the reduction where src lands. Gradients for floating dtypes: amax/amin share it evenly
+ * among the elements equal to the result, prod divides the result by each element (a single
+ * zero gets the product of the others), as in PyTorch.
+ */
 Tensor scatter_reduce(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, ScatterReduce reduce,
                       bool include_self = true);
 

@@ -17,7 +17,7 @@ inline constexpr int kOpCount = 0
     ;
 
 /** How an elementwise op treats dtypes (see op_list.inc). */
-enum class DTypePolicy : uint8_t { None, Float, Numeric, Arith, TrueDiv, Compare, Logical };
+enum class DTypePolicy : uint8_t { None, Float, Numeric, Arith, TrueDiv, Compare, Logical, Bitwise };
 enum class OpKind : uint8_t { Unary, Binary, Other };
 
 struct OpInfo {

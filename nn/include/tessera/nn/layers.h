@@ -36,34 +36,42 @@ class Conv2d : public Module {
   int64_t groups;
 };
 
+/** Arguments in PyTorch's order: MaxPool2d(kernel, stride, padding, dilation, ceil_mode). */
 class MaxPool2d : public Module {
  public:
-  explicit MaxPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0})
-      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding) {}
-  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_); }
+  explicit MaxPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0}, Size2 dilation = {1, 1},
+                     bool ceil_mode = false)
+      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding), dilation_(dilation), ceil_mode_(ceil_mode) {}
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_, dilation_, ceil_mode_); }
   std::string name() const override { return "MaxPool2d"; }
   Size2 kernel() const { return kernel_; }
   Size2 stride() const { return stride_; }
   Size2 padding() const { return padding_; }
+  Size2 dilation() const { return dilation_; }
+  bool ceil_mode() const { return ceil_mode_; }
 
  private:
-  Size2 kernel_, stride_, padding_;
+  Size2 kernel_, stride_, padding_, dilation_;
+  bool ceil_mode_;
 };
 
+/** Arguments in PyTorch's order: AvgPool2d(kernel, stride, padding, ceil_mode, count_include_pad). */
 class AvgPool2d : public Module {
  public:
-  explicit AvgPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0}, bool count_include_pad = true)
-      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding), count_include_pad_(count_include_pad) {}
-  Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_, stride_, padding_, count_include_pad_); }
+  explicit AvgPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0}, bool ceil_mode = false,
+                     bool count_include_pad = true)
+      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding), ceil_mode_(ceil_mode), count_include_pad_(count_include_pad) {}
+  Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_, stride_, padding_, count_include_pad_, ceil_mode_); }
   std::string name() const override { return "AvgPool2d"; }
   Size2 kernel() const { return kernel_; }
   Size2 stride() const { return stride_; }
   Size2 padding() const { return padding_; }
+  bool ceil_mode() const { return ceil_mode_; }
   bool count_include_pad() const { return count_include_pad_; }
 
  private:
   Size2 kernel_, stride_, padding_;
-  bool count_include_pad_;
+  bool ceil_mode_, count_include_pad_;
 };
 
 class AdaptiveAvgPool2d : public Module {
