@@ -84,6 +84,7 @@ const OpTable& op_table() {
     register_tensor_ops(t);
     register_nn_ops(t);
     register_conv_loss_ops(t);
+    register_resize_ops(t);
     return t;
   }();
   return table;
