@@ -85,6 +85,7 @@ const OpTable& op_table() {
     register_nn_ops(t);
     register_conv_loss_ops(t);
     register_resize_ops(t);
+    register_data_dependent_ops(t);
     return t;
   }();
   return table;

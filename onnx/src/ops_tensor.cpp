@@ -30,6 +30,12 @@ std::vector<int64_t> axes_arg(const Ctx& c, size_t input, int64_t since) {
 std::vector<int64_t> onnx_axes(const Ctx& c, size_t input, int64_t since) { return axes_arg(c, input, since); }
 
 void register_tensor_ops(OpTable& t) {
+  t["Einsum"] = {[](const Ctx& c) {
+                   std::vector<Tensor> operands;
+                   for (size_t i = 0; i < c.num_inputs(); ++i) operands.push_back(c.in(i));
+                   return Out{einsum(c.attr_s("equation", ""), operands)};
+                 },
+                 {}};
   t["Reshape"] = {[](const Ctx& c) {
                     const Tensor x = c.in(0);
                     std::vector<int64_t> shape = c.ints(1);

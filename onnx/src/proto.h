@@ -65,6 +65,7 @@ void register_tensor_ops(OpTable& t);
 void register_nn_ops(OpTable& t);
 void register_conv_loss_ops(OpTable& t);
 void register_resize_ops(OpTable& t);
+void register_data_dependent_ops(OpTable& t);
 
 /** An attribute's value as a readable string, for error messages. */
 std::string attr_text(const ::onnx::NodeProto& node, const std::string& name);

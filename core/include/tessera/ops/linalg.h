@@ -1,6 +1,9 @@
 #pragma once
 // Matrix products. Transposed or otherwise strided operands are read in place (no copies).
 #include "tessera/kernels/activation.h"
+#include <string>
+#include <vector>
+
 #include "tessera/tensor.h"
 
 namespace tessera {
@@ -25,5 +28,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
  * floating, bias: [n] of x's dtype and device.
  */
 Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation activation);
+/**
+ * torch.einsum / numpy.einsum: "ij,jk->ik", implicit output ("ij,jk": the letters used once, in
+ * order), "..." for broadcast leading axes, repeated letters in one operand for diagonals
+ * ("ii->i", "ii" for the trace). Sizes of a letter broadcast from 1. Built on permute,
+ * index_select, sum and batched matmul, so it runs on every backend and has gradients.
+ */
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 }  // namespace tessera
