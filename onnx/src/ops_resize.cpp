@@ -1,4 +1,4 @@
-// ONNX Resize (opsets 10 to 13) and the deprecated Upsample. Resizing is separable, so each
+// ONNX Resize (opsets 10 to 13), the deprecated Upsample, and GridSample (tessera::grid_sample). Resizing is separable, so each
 // resized axis is done in turn: every output coordinate is mapped back to the input
 // (coordinate_transformation_mode), its taps -- 2 for nearest and linear, 4 for cubic -- are
 // gathered with index_select and blended with weights computed on the host in double, the way
@@ -173,6 +173,19 @@ void register_resize_ops(OpTable& t) {
                    return Out{resize(x, scales, sizes, roi, m)};
                  },
                  &check_modes};
+  t["GridSample"] = {[](const Ctx& c) {
+                       const std::string mode = c.attr_s("mode", "bilinear"), pad = c.attr_s("padding_mode", "zeros");
+                       const SampleMode m = mode == "nearest" ? SampleMode::nearest : mode == "bicubic" ? SampleMode::bicubic : SampleMode::bilinear;
+                       const SamplePadding p = pad == "border" ? SamplePadding::border : pad == "reflection" ? SamplePadding::reflection : SamplePadding::zeros;
+                       return Out{grid_sample(c.in(0), c.in(1).to(c.in(0).dtype()), m, p, c.attr_i("align_corners", 0) != 0)};
+                     },
+                     [](const ::onnx::NodeProto& n, int64_t) {
+                       for (const auto& a : n.attribute()) {
+                         if (a.name() == "mode" && a.s() != "bilinear" && a.s() != "nearest" && a.s() != "bicubic") unsupported(n, "mode \"" + a.s() + "\"");
+                         if (a.name() == "padding_mode" && a.s() != "zeros" && a.s() != "border" && a.s() != "reflection")
+                           unsupported(n, "padding_mode \"" + a.s() + "\"");
+                       }
+                     }};
   // Upsample (opsets 7 to 9): scales as an attribute (7) or an input (9), positions x / scale.
   t["Upsample"] = {[](const Ctx& c) {
                      ResizeMode m;

@@ -1,5 +1,5 @@
 // The PyTorch forms composed from existing kernels: conv_transpose2d, conv3d, pad in its four
-// modes, pooling with ceil_mode, embedding padding_idx, index_add, scatter and scatter_reduce --
+// modes, pooling with ceil_mode, embedding padding_idx, index_add, scatter, scatter_reduce, grid_sample --
 // values against loops straight from PyTorch's definitions, gradients by finite differences.
 #include <cmath>
 
@@ -164,4 +164,30 @@ TEST_CASE("index_add, scatter and scatter_reduce follow PyTorch") {
   TESSERA_CHECK_GRAD([](const V& in) { return index_add(in[0], 1, from_vector<int64_t>({2, 2, 0}, {3}).to(in[0].device()), in[1], 2.0); },
                      {grad_input({2, 3}, 22), grad_input({2, 3}, 23)});
   TESSERA_CHECK_THROWS_WITH(index_add(x, 0, rows, zeros({2, 3}, DType::f32, device())), "index_add: source [2, 3] must match input [3, 4]");
+}
+
+TEST_CASE("grid_sample: the identity grid reproduces the input; gradients for input and grid in every mode") {
+  const Tensor x = make_input({2, 3, 4, 5}, DType::f64, 41, -1, 1);
+  // align_corners: pixel j of W sits at -1 + 2 j / (W - 1).
+  const Tensor gx = add(mul(arange(0, 5, 1, DType::f64, device()), 2.0 / 4), -1.0).reshape({1, 1, 5, 1}).expand({2, 4, 5, 1});
+  const Tensor gy = add(mul(arange(0, 4, 1, DType::f64, device()), 2.0 / 3), -1.0).reshape({1, 4, 1, 1}).expand({2, 4, 5, 1});
+  const Tensor identity = cat({gx, gy}, 3);
+  for (SampleMode m : {SampleMode::bilinear, SampleMode::nearest, SampleMode::bicubic}) {
+    CAPTURE(static_cast<int>(m));
+    TESSERA_CHECK_CLOSE(grid_sample(x, identity, m, SamplePadding::zeros, true), to_ref(x), Tolerance{1e-12, 1e-12});
+  }
+  for (SampleMode m : {SampleMode::bilinear, SampleMode::bicubic}) {
+    for (SamplePadding p : {SamplePadding::zeros, SamplePadding::border, SamplePadding::reflection}) {
+      for (bool align : {false, true}) {
+        CAPTURE(static_cast<int>(m));
+        CAPTURE(static_cast<int>(p));
+        CAPTURE(align);
+        // Positions past the edges (|g| up to 1.3) exercise the padding.
+        TESSERA_CHECK_GRAD([&](const V& in) { return grid_sample(in[0], in[1], m, p, align); },
+                           {grad_input({1, 2, 3, 4}, 42), grad_input({1, 2, 3, 2}, 43, -1.3, 1.3)});
+      }
+    }
+  }
+  TESSERA_CHECK_THROWS_WITH(grid_sample(x, zeros({2, 4, 5, 3}, DType::f64, device())),
+                            "grid_sample: needs input [N, C, H, W] and grid [N, Ho, Wo, 2], got [2, 3, 4, 5] and [2, 4, 5, 3]");
 }

@@ -53,6 +53,17 @@ enum class PadMode { constant, reflect, replicate, circular };
  */
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode = PadMode::constant, double value = 0.0);
 
+/** grid_sample's interpolation and what a position outside the input reads. */
+enum class SampleMode { bilinear, nearest, bicubic };
+enum class SamplePadding { zeros, border, reflection };
+/**
+ * torch.nn.functional.grid_sample (2-D): out[n, c, i, j] samples input[n, c] at grid[n, i, j] =
+ * (x, y) in [-1, 1] (align_corners: -1 and 1 are the corner pixels' centres, otherwise their
+ * outer edges). input [N, C, H, W], grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]; gradients for both.
+ */
+Tensor grid_sample(const Tensor& input, const Tensor& grid, SampleMode mode = SampleMode::bilinear,
+                   SamplePadding padding = SamplePadding::zeros, bool align_corners = false);
+
 /** Max pooling over [N, C, H, W]; stride defaults to the kernel size. Padding is -inf. */
 Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
                   Size2 dilation = {1, 1});
