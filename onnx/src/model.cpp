@@ -15,6 +15,7 @@ const Tensor& Ctx::in(size_t i) const {
   if (!has(i)) throw Error(detail::concat("onnx: ", node_.op_type(), " node '", node_.name(), "' lacks its input ", i));
   return in_[i];
 }
+std::vector<double> host_doubles(const Tensor& t) { return t.to(kCPU).to(DType::f64).contiguous().to_vector<double>(); }
 std::vector<int64_t> Ctx::ints(size_t i) const { return in(i).to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>(); }
 double Ctx::scalar(size_t i) const {
   const Tensor t = in(i);

@@ -11,7 +11,6 @@ namespace tessera::onnx {
 namespace {
 using Out = std::vector<Tensor>;
 
-std::vector<double> host_doubles(const Tensor& t) { return t.to(kCPU).to(DType::f64).contiguous().to_vector<double>(); }
 Tensor index_tensor(const std::vector<int64_t>& v, Device d) { return from_vector(v, {static_cast<int64_t>(v.size())}).to(d); }
 
 // Compress: the slices along `axis` (or the elements of the flattened input) where the 1-D

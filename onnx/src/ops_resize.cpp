@@ -132,7 +132,6 @@ Tensor resize(const Tensor& x, const std::vector<double>& scales, const std::vec
   return y;
 }
 
-std::vector<double> host_doubles(const Tensor& t) { return t.to(kCPU).to(DType::f64).contiguous().to_vector<double>(); }
 bool given(const Ctx& c, size_t i) { return c.has(i) && c.in(i).numel() > 0; }
 
 void check_modes(const ::onnx::NodeProto& n, int64_t) {

@@ -67,6 +67,8 @@ void register_conv_loss_ops(OpTable& t);
 void register_resize_ops(OpTable& t);
 void register_data_dependent_ops(OpTable& t);
 
+/** A tensor's values on the host as doubles (any device, dtype and layout). */
+std::vector<double> host_doubles(const Tensor& t);
 /** An attribute's value as a readable string, for error messages. */
 std::string attr_text(const ::onnx::NodeProto& node, const std::string& name);
 /** Throws Unsupported when `node` has attribute `name` with an int value other than `allowed`. */
