@@ -63,7 +63,7 @@ Peer stream_triad(int64_t n, int threads) {
 bool have_torch() { return false; }
 std::optional<Peer> torch_mlp_step(int64_t, int) { return std::nullopt; }
 std::optional<Peer> torch_cnn_step(int64_t, int) { return std::nullopt; }
-std::optional<Peer> torch_conv2d(int64_t, int64_t, int64_t, int64_t, bool, int) { return std::nullopt; }
+std::optional<Peer> torch_conv2d(int64_t, int64_t, int64_t, int64_t, bool, bool, int) { return std::nullopt; }
 std::optional<Peer> torch_add_1elem(int, int) { return std::nullopt; }
 std::optional<Peer> torch_gpt_step(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int) { return std::nullopt; }
 #endif

@@ -24,7 +24,8 @@ bool have_torch();
 /** libtorch peers, run with `threads` intra-op threads and OpenBLAS pinned to one thread. */
 std::optional<Peer> torch_mlp_step(int64_t batch, int threads);
 std::optional<Peer> torch_cnn_step(int64_t batch, int threads);
-std::optional<Peer> torch_conv2d(int64_t n, int64_t c, int64_t h, int64_t o, bool backward, int threads);
+/** 3x3 padding-1 conv2d forward, then backward of its sum for the input and/or the weights. */
+std::optional<Peer> torch_conv2d(int64_t n, int64_t c, int64_t h, int64_t o, bool grad_x, bool grad_w, int threads);
 std::optional<Peer> torch_add_1elem(int calls, int threads);
 /** One AdamW train step (clip 1.0) of the GPT of nn::GPT with these sizes on [batch, context] tokens
  *  (torch_gpt_peer.cpp). */

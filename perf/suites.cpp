@@ -159,7 +159,17 @@ void conv_cases(const Ctx& c, std::vector<Case>& out) {
   auto g = keep(randn({b, ch, h, h}, DType::f32, c.dev).set_requires_grad(), randn({o, ch, 3, 3}, DType::f32, c.dev).set_requires_grad());
   Case bwd{"conv", "conv2d_fwd_bwd", "f32", {b, ch, h, h, o}, 3 * flops, 0, 1,
            [g] { sum(conv2d((*g)[0], (*g)[1], Tensor(), {1, 1}, {1, 1})).backward(); }, std::nullopt};
-  if (c.on_cpu) fwd.peer = peers::torch_conv2d(b, ch, h, o, false, c.threads), bwd.peer = peers::torch_conv2d(b, ch, h, o, true, c.threads);
+  // The two gradients apart: the forward and one of them (a first layer needs no input gradient).
+  auto gx = keep(randn({b, ch, h, h}, DType::f32, c.dev).set_requires_grad(), randn({o, ch, 3, 3}, DType::f32, c.dev));
+  Case dx{"conv", "conv2d_fwd_dx", "f32", {b, ch, h, h, o}, 2 * flops, 0, 1,
+          [gx] { sum(conv2d((*gx)[0], (*gx)[1], Tensor(), {1, 1}, {1, 1})).backward(); }, std::nullopt};
+  auto gw = keep(randn({b, ch, h, h}, DType::f32, c.dev), randn({o, ch, 3, 3}, DType::f32, c.dev).set_requires_grad());
+  Case dw{"conv", "conv2d_fwd_dw", "f32", {b, ch, h, h, o}, 2 * flops, 0, 1,
+          [gw] { sum(conv2d((*gw)[0], (*gw)[1], Tensor(), {1, 1}, {1, 1})).backward(); }, std::nullopt};
+  if (c.on_cpu) {
+    fwd.peer = peers::torch_conv2d(b, ch, h, o, false, false, c.threads), bwd.peer = peers::torch_conv2d(b, ch, h, o, true, true, c.threads);
+    dx.peer = peers::torch_conv2d(b, ch, h, o, true, false, c.threads), dw.peer = peers::torch_conv2d(b, ch, h, o, false, true, c.threads);
+  }
   // The gate: sampled outputs as direct 3x3 sums (padding 1) in double.
   fwd.check = [t, ch, h, o] {
     const auto x = host_values((*t)[0]), w = host_values((*t)[1]);
@@ -182,6 +192,8 @@ void conv_cases(const Ctx& c, std::vector<Case>& out) {
   };
   out.push_back(fwd);
   out.push_back(bwd);
+  out.push_back(dx);
+  out.push_back(dw);
   const int64_t pb = c.quick ? 8 : 128;
   auto p = keep(randn({pb, 32, 28, 28}, DType::f32, c.dev));
   out.push_back({"pool", "max_pool2d", "f32", {pb, 32, 28, 28}, 0, 4.0 * pb * 32 * 28 * 28 * 1.25, 1,

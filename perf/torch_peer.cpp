@@ -63,13 +63,13 @@ std::optional<Peer> torch_cnn_step(int64_t batch, int threads) {
       batch, threads);
 }
 
-std::optional<Peer> torch_conv2d(int64_t n, int64_t c, int64_t h, int64_t o, bool backward, int threads) {
-  auto x = std::make_shared<torch::Tensor>(torch::randn({n, c, h, h}).requires_grad_(backward));
-  auto w = std::make_shared<torch::Tensor>(torch::randn({o, c, 3, 3}).requires_grad_(backward));
+std::optional<Peer> torch_conv2d(int64_t n, int64_t c, int64_t h, int64_t o, bool grad_x, bool grad_w, int threads) {
+  auto x = std::make_shared<torch::Tensor>(torch::randn({n, c, h, h}).requires_grad_(grad_x));
+  auto w = std::make_shared<torch::Tensor>(torch::randn({o, c, 3, 3}).requires_grad_(grad_w));
   return Peer{"libtorch", [=] {
                 torch_threads(threads);
                 auto y = torch::conv2d(*x, *w, {}, 1, 1);
-                if (backward) y.sum().backward();
+                if (grad_x || grad_w) y.sum().backward();
               }};
 }
 

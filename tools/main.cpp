@@ -1,5 +1,6 @@
 // The `tessera` command. Errors from the library end the program with a one-line message and
 // exit code 1; CLI usage errors exit with CLI11's code.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,10 +20,21 @@ namespace {
 // OpenBLAS, likewise, picks its kernel once, when it loads, and Debian's 0.3.21 falls back to
 // an SSE3 kernel on CPUs it does not know (perf/peer_info.cpp): the bench sets
 // OPENBLAS_CORETYPE to the best core for this CPU unless the user chose one.
+//
+// Peers allocate through malloc, and glibc hands blocks above its mmap threshold back to the
+// kernel on free: every call of a peer then faults its output in again, page by page. On a
+// virtual machine a fault costs tens of microseconds (libtorch's conv2d forward measured 45 ms
+// that way, 3.6 ms without), so the peer's time was its page faults. Tessera's caching allocator
+// keeps its blocks; the bench lets glibc keep the peers' too (no mmap'd blocks, no trimming), as
+// a long-running process with a caching malloc (jemalloc, tcmalloc) would.
 void prepare_bench_environment(int argc, char** argv) {
   bool bench = false;
   for (int i = 1; i < argc; ++i) bench = bench || std::strcmp(argv[i], "bench") == 0;
   if (!bench) return;
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);  // -1: never (the argument is an int; glibc reads it as size_t)
+#endif
   bool changed = false;
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
     setenv("OMP_WAIT_POLICY", "passive", 1);

@@ -14,6 +14,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "pack_transpose.h"
 #include "vec_math.h"
 
 TESSERA_CPU_KERNELS_BEGIN
@@ -62,8 +63,24 @@ inline float to_float(Half v) {
 #endif
 }
 
-// A[i0:i0+mc, p0:p0+kc] -> panels of kMR rows: panel[k * kMR + r], zero-padded.
+// A[i0:i0+mc, p0:p0+kc] -> panels of kMR rows: panel[k * kMR + r], zero-padded. An f32 A with
+// contiguous rows (the usual row-major A) goes through square register transposes.
 void pack_a(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  static_assert(kMR <= kTransposeWidth);
+  if (a.dtype == DType::f32 && a.col_stride == 1) {
+    const float* src = static_cast<const float*>(a.data);
+    constexpr int64_t w = kTransposeWidth;
+    for (int64_t ip = 0; ip < mc; ip += kMR, dst += kc * kMR) {
+      const int rows = static_cast<int>(std::min(kMR, mc - ip));
+      const float* base = src + (i0 + ip) * a.row_stride + p0;
+      int64_t k = 0;
+      for (; k + w <= kc; k += w) transpose_block(base + k, a.row_stride, rows, dst + k * kMR, kMR, static_cast<int>(kMR));
+      for (; k < kc; ++k) {
+        for (int64_t r = 0; r < kMR; ++r) dst[k * kMR + r] = r < rows ? base[r * a.row_stride + k] : 0.0f;
+      }
+    }
+    return;
+  }
   with_typed(a, [&](const auto* src) {
     const int64_t rs = a.row_stride, cs = a.col_stride;
     for (int64_t ip = 0; ip < mc; ip += kMR, dst += kc * kMR) {
@@ -79,8 +96,28 @@ void pack_a(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc
 }
 
 // B[p0:p0+kc, j0:j0+nc] -> panels of kNR columns: panel[k * kNR + c], zero-padded. Row-major B
-// copies 16-wide rows; a transposed B (a weight read as w^T) walks each column contiguously.
+// copies 16-wide rows; a transposed f32 B (a weight read as w^T) goes through square register
+// transposes, other transposed B walks each column contiguously.
 void pack_b(const GemmOperand& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  static_assert(kNR % kTransposeWidth == 0);
+  if (b.dtype == DType::f32 && b.row_stride == 1 && b.col_stride != 1) {
+    const float* src = static_cast<const float*>(b.data);
+    constexpr int64_t w = kTransposeWidth;
+    for (int64_t jp = 0; jp < nc; jp += kNR) {
+      const int64_t cols = std::min(kNR, nc - jp);
+      float* panel = dst + (jp / kNR) * kc * kNR;
+      for (int64_t c0 = 0; c0 < kNR; c0 += w) {  // w columns of the panel at a time (past `cols`: zeros)
+        const int rows = static_cast<int>(std::clamp<int64_t>(cols - c0, 0, w));
+        const float* base = src + p0 + (j0 + jp + c0) * b.col_stride;
+        int64_t k = 0;
+        for (; k + w <= kc; k += w) transpose_block(base + k, b.col_stride, rows, panel + k * kNR + c0, kNR, static_cast<int>(w));
+        for (; k < kc; ++k) {
+          for (int64_t c = 0; c < w; ++c) panel[k * kNR + c0 + c] = c < rows ? base[c * b.col_stride + k] : 0.0f;
+        }
+      }
+    }
+    return;
+  }
   with_typed(b, [&](const auto* src) {
     const int64_t rs = b.row_stride, cs = b.col_stride;
     for (int64_t jp = 0; jp < nc; jp += kNR) {

@@ -18,6 +18,10 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad)>;
 
 /** Grad mode is on and one of the tensors requires grad. */
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
+/** Whether an input's gradient flows anywhere: the graph's edges are fixed when an op is
+ *  recorded, so a backward closure that captured this skips the work nobody receives (the
+ *  input gradient of a network's first layer, a frozen weight's). */
+inline bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 /** Attaches a node computing `fn` to `out` (which then requires grad). */
 void record(const char* name, std::vector<Tensor> inputs, Tensor& out, BackwardFn fn);
 /** A tensor sharing `t`'s storage without autograd history (what closures keep). */

@@ -96,12 +96,18 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight_in, const Tenso
   Tensor out = x.numel() > 0 ? detail::conv_input_grad(xs, ws, out_shape, attrs) : zeros(out_shape, x.dtype(), device);
   if (bias.defined()) out = add(out, bias.detach().reshape({1, -1, 1, 1}));
   if (autograd::needs_grad({&x, &weight, &bias})) {
-    autograd::record(op, {x, weight, bias}, out, [xs, ws, attrs, has_bias = bias.defined()](const Tensor& g) {
+    autograd::record(op, {x, weight, bias}, out,
+                     [xs, ws, attrs, want_x = autograd::wants_grad(x), want_w = autograd::wants_grad(weight),
+                      want_b = autograd::wants_grad(bias)](const Tensor& g) {
       // conv2d of the output gradient is the input gradient; with an output_padding at least
       // the dilation it covers a row or column more than the input, which is cut off.
-      Tensor gx = conv2d(g, ws, Tensor(), attrs.stride, attrs.padding, attrs.dilation, attrs.groups);
-      if (gx.size(2) != xs.size(2) || gx.size(3) != xs.size(3)) gx = gx.narrow(2, 0, xs.size(2)).narrow(3, 0, xs.size(3));
-      return std::vector<Tensor>{gx, detail::conv_weight_grad(xs, g, ws.shape(), attrs), has_bias ? sum(g, {0, 2, 3}) : Tensor()};
+      Tensor gx;
+      if (want_x) {
+        gx = conv2d(g, ws, Tensor(), attrs.stride, attrs.padding, attrs.dilation, attrs.groups);
+        if (gx.size(2) != xs.size(2) || gx.size(3) != xs.size(3)) gx = gx.narrow(2, 0, xs.size(2)).narrow(3, 0, xs.size(3));
+      }
+      return std::vector<Tensor>{gx, want_w ? detail::conv_weight_grad(xs, g, ws.shape(), attrs) : Tensor(),
+                                 want_b ? sum(g, {0, 2, 3}) : Tensor()};
     });
   }
   return out;

@@ -13,6 +13,23 @@
 namespace tessera {
 namespace {
 Tensor apply_activation(const Tensor& z, Activation activation);
+
+struct LinearWants {
+  bool x, weight, bias;
+};
+LinearWants wanted(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return {autograd::wants_grad(x), autograd::wants_grad(weight), autograd::wants_grad(bias)};
+}
+
+// The gradients of out = x @ weight^T + bias given dz = d out (after the activation's
+// derivative), each only when its input wants it: a first layer's input needs none, and its
+// GEMM (batch x in x out) is the layer's largest.
+std::vector<Tensor> linear_grads(const Tensor& dz, const Tensor& xs, const Tensor& w, bool has_bias, LinearWants want) {
+  const int64_t n = w.size(0), k = w.size(1);
+  const Tensor g2 = dz.reshape({-1, n});
+  return {want.x ? matmul(g2, w).reshape(xs.shape()) : Tensor(), want.weight ? matmul(g2.mT(), xs.reshape({-1, k})) : Tensor(),
+          has_bias && want.bias ? sum(g2, {0}) : Tensor()};
+}
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -46,10 +63,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (autograd::needs_grad({&a, &b})) {
     // Work on the 2-D+ forms; the engine sums broadcast batch axes back to each input.
     autograd::record("matmul", {a, b}, out,
-                     [A = autograd::saved(A), B = autograd::saved(B), out_shape, as = a.shape(), bs = b.shape()](const Tensor& g) {
+                     [A = autograd::saved(A), B = autograd::saved(B), out_shape, as = a.shape(), bs = b.shape(),
+                      want_a = autograd::wants_grad(a), want_b = autograd::wants_grad(b)](const Tensor& g) {
                        const Tensor g2 = g.reshape(out_shape);
-                       Tensor ga = autograd::sum_to(matmul(g2, B.mT()), A.shape()).reshape(as);
-                       Tensor gb = autograd::sum_to(matmul(A.mT(), g2), B.shape()).reshape(bs);
+                       Tensor ga = want_a ? autograd::sum_to(matmul(g2, B.mT()), A.shape()).reshape(as) : Tensor();
+                       Tensor gb = want_b ? autograd::sum_to(matmul(A.mT(), g2), B.shape()).reshape(bs) : Tensor();
                        return std::vector<Tensor>{ga, gb};
                      });
   }
@@ -95,13 +113,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       }
       autograd::record("linear", {x, weight, bias}, out,
                        [xs = autograd::saved(x), w = autograd::saved(weight), s = autograd::saved(from_output ? out : saved),
-                        activation, has_bias = bias.defined()](const Tensor& g) {
-                         const int64_t n = w.size(0), k = w.size(1);
+                        activation, has_bias = bias.defined(), want = wanted(x, weight, bias)](const Tensor& g) {
                          const Tensor dz = detail::activation_backward(g, s, activation);
-                         const Tensor g2 = dz.reshape({-1, n});
-                         const Tensor x2 = xs.reshape({-1, k});
-                         return std::vector<Tensor>{matmul(g2, w).reshape(xs.shape()), matmul(g2.mT(), x2),
-                                                    has_bias ? sum(g2, {0}) : Tensor()};
+                         return linear_grads(dz, xs, w, has_bias, want);
                        });
       return out;
     }
@@ -115,13 +129,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       out = linear(x, weight, bias, Activation::none);
     }
     autograd::record("linear", {x, weight, bias}, out,
-                     [xs = autograd::saved(x), w = autograd::saved(weight), has_bias = bias.defined()](const Tensor& g) {
-                       const int64_t n = w.size(0), k = w.size(1);
-                       const Tensor g2 = g.reshape({-1, n});
-                       const Tensor x2 = xs.reshape({-1, k});
-                       return std::vector<Tensor>{matmul(g2, w).reshape(xs.shape()), matmul(g2.mT(), x2),
-                                                  has_bias ? sum(g2, {0}) : Tensor()};
-                     });
+                     [xs = autograd::saved(x), w = autograd::saved(weight), has_bias = bias.defined(),
+                      want = wanted(x, weight, bias)](const Tensor& g) { return linear_grads(g, xs, w, has_bias, want); });
     return out;
   }
   const Tensor in[3] = {x.reshape({-1, in_features}), weight, bias};

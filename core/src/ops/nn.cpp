@@ -100,10 +100,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   if (out.numel() > 0) run_kernel(OpId::Conv2d, device, in, std::span<Tensor>(&out, 1), attrs);
   if (autograd::needs_grad({&x, &weight, &bias})) {
     autograd::record("conv2d", {x, weight, bias}, out,
-                     [xs = in[0], ws = in[1], attrs, has_bias = bias.defined()](const Tensor& g) {
-                       return std::vector<Tensor>{conv_input_grad(g, ws, xs.shape(), attrs),
-                                                  conv_weight_grad(g, xs, ws.shape(), attrs),
-                                                  has_bias ? sum(g, {0, 2, 3}) : Tensor()};
+                     [xs = in[0], ws = in[1], attrs, want_x = autograd::wants_grad(x), want_w = autograd::wants_grad(weight),
+                      want_b = autograd::wants_grad(bias)](const Tensor& g_in) {
+                       const Tensor g = want_x && want_w ? g_in.contiguous() : g_in;  // once for both kernels
+                       return std::vector<Tensor>{want_x ? conv_input_grad(g, ws, xs.shape(), attrs) : Tensor(),
+                                                  want_w ? conv_weight_grad(g, xs, ws.shape(), attrs) : Tensor(),
+                                                  want_b ? sum(g, {0, 2, 3}) : Tensor()};
                      });
   }
   return out;
