@@ -3,6 +3,7 @@
 // (accumulation, hooks, no_grad, detach, retain_graph, errors).
 #include "support/checks.h"
 #include "support/gradcheck.h"
+#include "tessera/profiler.h"
 
 using namespace tessera;
 using namespace tessera::test;
@@ -221,4 +222,44 @@ TEST_CASE("a leaf takes its gradient without a copy only when nothing else holds
   backward({u}, {g});
   u.grad().zero_();
   CHECK(g.to_vector<double>() == std::vector<double>{1, 2, 3});
+}
+
+TEST_CASE("backward skips the gradients of inputs that need none") {
+  // A first layer's input and a frozen weight get no gradient, and their kernels do not run:
+  // counted through the profiler, which records every kernel launch.
+  const auto kernel_calls = [](const std::function<void()>& body, const std::string& name) {
+    profile::start();
+    body();
+    const profile::Trace trace = profile::stop();
+    int64_t calls = 0;
+    for (const profile::OpSummary& s : trace.summary()) calls += s.name == name ? s.calls : 0;
+    return calls;
+  };
+  const Tensor x = grad_input({2, 3, 6, 6}, 11), w = grad_input({4, 3, 3, 3}, 12);
+  for (const bool grad_x : {false, true}) {
+    for (const bool grad_w : {false, true}) {
+      if (!grad_x && !grad_w) continue;
+      CAPTURE(grad_x);
+      CAPTURE(grad_w);
+      Tensor xi = x.detach().clone().set_requires_grad(grad_x), wi = w.detach().clone().set_requires_grad(grad_w);
+      const Tensor y = sum(conv2d(xi, wi, Tensor(), {1, 1}, {1, 1}));
+      CHECK(kernel_calls([&] { y.backward(); }, "conv2d_input_grad") == (grad_x ? 1 : 0));
+      CHECK(xi.grad().defined() == grad_x);
+      CHECK(wi.grad().defined() == grad_w);
+      Tensor a = grad_input({5, 3}, 13).set_requires_grad(grad_x), b = grad_input({4, 3}, 14).set_requires_grad(grad_w);
+      const Tensor z = sum(linear(a, b));
+      // Both gradients of linear are matmuls: one per input that wants one.
+      CHECK(kernel_calls([&] { z.backward(); }, "matmul") == (grad_x ? 1 : 0) + (grad_w ? 1 : 0));
+      if (grad_x) {  // matmul with a constant right-hand side: dA only (its own forward is not counted)
+        Tensor a2 = a.detach().clone().set_requires_grad();
+        const Tensor m = sum(matmul(a2, b.detach().mT()));
+        CHECK(kernel_calls([&] { m.backward(); }, "matmul") == 1);
+      }
+    }
+  }
+  // The gradients that are computed keep their values (finite differences, one input frozen).
+  const Tensor xc = x.detach(), wc = w.detach();
+  TESSERA_CHECK_GRAD([&](const V& in) { return conv2d(xc, in[0], Tensor(), {1, 1}, {1, 1}); }, {grad_input({4, 3, 3, 3}, 15)});
+  TESSERA_CHECK_GRAD([&](const V& in) { return conv2d(in[0], wc, Tensor(), {1, 1}, {1, 1}); }, {grad_input({2, 3, 6, 6}, 16)});
+  TESSERA_CHECK_GRAD([&](const V& in) { return linear(in[0], wc.reshape({4, 27})); }, {grad_input({2, 27}, 17)});
 }
