@@ -5,6 +5,9 @@
 #include "../common/dtype_dispatch.h"
 #include "lanes.h"
 #include "line_plan.h"
+#if defined(TESSERA_CPU_AVX512)
+#include "softmax_row_avx512.h"
+#endif
 #include "vec_math.h"
 #include "tessera/kernels/math.h"
 
@@ -19,18 +22,27 @@ template <bool kLog> void softmax_kernel(const KernelCall& c) {
     if constexpr (std::is_same_v<T, float>) {
       if (lp.in_step == sizeof(float) && lp.out_step == sizeof(float)) {
         // Contiguous f32 rows (the last axis): two vectorised passes over the input (max, then
-        // exp and its sum, storing exp for softmax) and one over the output.
+        // exp and its sum, storing exp for softmax) and one over the output. The AVX-512 set
+        // takes softmax's exp and sum in one pass (softmax_row_avx512.h), with the same bits.
         parallel_lines(lp, [&](char* out_bytes, const char* in_bytes) {
           const float* in = reinterpret_cast<const float*>(in_bytes);
           float* out = reinterpret_cast<float*>(out_bytes);
           const int64_t n = lp.length;
+#if defined(TESSERA_CPU_AVX512)
+          float mx = softmax_avx512::row_max(in, n);
+#else
           float mx = lane_max(n, in);
+#endif
           if (mx == -INFINITY) mx = 0;  // see below
           if constexpr (kLog) {
             const double sum = lane_sum(n, [&](int64_t i) { return static_cast<double>(vmath::exp_nonpos(in[i] - mx)); });
             const float shift = mx + static_cast<float>(std::log(sum));
             for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
           } else {
+#if defined(TESSERA_CPU_AVX512)
+            softmax_avx512::row(in, out, n, mx, in + n);  // same bits, fewer instructions (its header)
+            return;
+#endif
             for (int64_t i = 0; i < n; ++i) out[i] = vmath::exp_nonpos(in[i] - mx);  // a plain loop vectorises
             const double sum = lane_sum(n, [&](int64_t i) { return static_cast<double>(out[i]); });
             const float inv = static_cast<float>(1.0 / sum);
