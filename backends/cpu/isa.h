@@ -34,6 +34,16 @@
 #define TESSERA_CPU_KERNELS_END }
 #endif
 
+// Around code written in AVX-512 intrinsics: GCC 12's _mm512_unpacklo_ps, _mm512_max_ps,
+// _mm512_cvtepi32_epi64 and others pass _mm512_undefined_*() as the unused merge source, which
+// -W(maybe-)uninitialized reports from inside its own header once inlined (-Werror): a false
+// positive, silenced for the functions between these two markers only.
+#define TESSERA_INTRINSICS_BEGIN                          \
+  _Pragma("GCC diagnostic push")                          \
+  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+  _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define TESSERA_INTRINSICS_END _Pragma("GCC diagnostic pop")
+
 namespace tessera::cpu {
 
 /** The kernel sets a CPU build can carry. */

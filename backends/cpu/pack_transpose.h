@@ -22,11 +22,7 @@ TESSERA_CPU_KERNELS_BEGIN
 #if defined(TESSERA_CPU_AVX512)
 inline constexpr int kTransposeWidth = 16;
 
-// GCC 12's _mm512_unpack{lo,hi}_ps pass _mm512_undefined_ps() as the unused merge source, which
-// -Wuninitialized reports from inside the header (-Werror): a false positive.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+TESSERA_INTRINSICS_BEGIN
 inline void transpose_block(const float* src, int64_t ss, int rows, float* dst, int64_t ds, int cols) {
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_ps(src + i * ss) : _mm512_setzero_ps();
@@ -46,7 +42,7 @@ inline void transpose_block(const float* src, int64_t ss, int rows, float* dst, 
   const __mmask16 keep = static_cast<__mmask16>((1u << cols) - 1);
   for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + j * ds, keep, r[j]);
 }
-#pragma GCC diagnostic pop
+TESSERA_INTRINSICS_END
 #elif defined(__AVX2__)
 inline constexpr int kTransposeWidth = 8;
 

@@ -21,11 +21,7 @@ TESSERA_CPU_KERNELS_BEGIN
 
 namespace softmax_avx512 {
 
-// GCC 12's _mm512_max_ps and friends pass _mm512_undefined_ps() as the unused merge source,
-// which -Wmaybe-uninitialized reports from inside the header (-Werror): a false positive.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+TESSERA_INTRINSICS_BEGIN
 
 // vmath::exp_reduced and exp_nonpos, one vector at a time (see vec_math.h for the constants).
 [[gnu::always_inline]] inline __m512 exp_nonpos(__m512 x) {
@@ -98,7 +94,7 @@ namespace softmax_avx512 {
   }
 }
 
-#pragma GCC diagnostic pop
+TESSERA_INTRINSICS_END
 
 }  // namespace softmax_avx512
 
