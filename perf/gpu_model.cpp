@@ -16,11 +16,24 @@
 #include "tessera/tessera.h"
 #if defined(TESSERA_BENCH_EMULATED)
 #include "../backends/emulated/access_counters.h"
+#include "tessera/backend/modules.h"
 #endif
 
 namespace tessera::bench {
 #if defined(TESSERA_BENCH_EMULATED)
 namespace {
+
+// The emulator's access counters: linked in (static build), or found in its module.
+const emu::access::Api& access_api() {
+#if defined(TESSERA_BENCH_MODULES)
+  std::string why;
+  auto entry = reinterpret_cast<const emu::access::Api* (*)()>(modules::symbol("emulated", "tessera_emulated_access_api", &why));
+  if (!entry) throw Error("bench: the gpu-model suite needs the emulated module's access counters (" + why + ")");
+  return *entry();
+#else
+  return emu::access::api();
+#endif
+}
 
 struct ModelCase {
   std::string group, name;
@@ -120,13 +133,14 @@ void run_gpu_model(bool quick, const std::string& json_path) {
   for (const ModelCase& c : model_cases(dev, quick)) {
     c.run();  // warm-up: lazily created state, allocator caches
     synchronize(dev);
-    emu::access::reset();
+    const emu::access::Api& access = access_api();
+    access.reset();
     reset_host_sync_stats();
-    emu::access::set_enabled(true);
+    access.set_enabled(true);
     c.run();
     synchronize(dev);
-    emu::access::set_enabled(false);
-    const auto kernels = emu::access::snapshot();
+    access.set_enabled(false);
+    const auto kernels = access.snapshot();
     const int64_t syncs = host_sync_stats().total - 1;  // less the synchronize above
     nlohmann::json jk = nlohmann::json::array();
     for (const auto& k : kernels) {

@@ -90,6 +90,7 @@ bool openblas_core_is_fallback(const std::string& core) {
   }
 }
 
+#if !defined(TESSERA_PEERS_FRONT)  // in the module build, the peers module's (peers_front.cpp)
 LibraryInfo library_info() {
   LibraryInfo info;
 #ifdef TESSERA_HAVE_OPENBLAS
@@ -115,5 +116,7 @@ LibraryInfo library_info() {
 #endif
   return info;
 }
+
+#endif
 
 }  // namespace tessera::bench::peers

@@ -14,6 +14,9 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace tessera::bench::peers {
 
+// In the module build the command compiles only the triad here (TESSERA_PEERS_FRONT); the rest
+// is in the peers module, reached through peers_front.cpp.
+#if !defined(TESSERA_PEERS_FRONT)
 std::optional<Peer> openblas_sgemm(int64_t m, int64_t n, int64_t k, int threads) {
 #ifdef TESSERA_HAVE_OPENBLAS
   auto a = std::make_shared<std::vector<float>>(static_cast<size_t>(m * k), 0.5f);
@@ -38,6 +41,7 @@ std::optional<Peer> openblas_sgemm(int64_t m, int64_t n, int64_t k, int threads)
 #ifndef TESSERA_HAVE_ONEDNN
 std::optional<Peer> onednn_bf16_gemm(int64_t, int64_t, int64_t, int) { return std::nullopt; }
 #endif
+#endif  // !TESSERA_PEERS_FRONT
 
 Peer stream_triad(int64_t n, int threads) {
   auto a = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 0.0f);
@@ -59,7 +63,7 @@ Peer stream_triad(int64_t n, int threads) {
               12.0 * static_cast<double>(n)};
 }
 
-#ifndef TESSERA_HAVE_TORCH
+#if !defined(TESSERA_HAVE_TORCH) && !defined(TESSERA_PEERS_FRONT)
 bool have_torch() { return false; }
 std::optional<Peer> torch_mlp_step(int64_t, int) { return std::nullopt; }
 std::optional<Peer> torch_cnn_step(int64_t, int) { return std::nullopt; }

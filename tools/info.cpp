@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "commands.h"
+#include "tessera/backend/modules.h"
 #include "tessera/dist.h"
 #include "tessera/tessera.h"
 #include "tessera_build_config.h"
@@ -83,6 +84,10 @@ void print_info_json() {
   j["missing_backends"] = nlohmann::json::array();
   for (const auto& m : missing_backends()) j["missing_backends"].push_back({{"name", m.name}, {"reason", m.reason}});
   j["process_groups"] = dist::available_backends();
+  j["modules"] = nlohmann::json::array();
+  for (const auto& m : modules::status()) {
+    j["modules"].push_back({{"name", m.name}, {"path", m.path}, {"loaded", m.loaded}, {"reason", m.loaded ? nlohmann::json(nullptr) : nlohmann::json(m.reason)}});
+  }
   const telemetry::HostReading h = telemetry::host();
   j["telemetry"] = {{"host", {{"cores", h.cores}, {"rss_bytes", h.rss_bytes}, {"cpu_utilization_pct", h.cpu_utilization_pct}}},
                     {"gpu", nlohmann::json::array({source_json(telemetry::nvml()), source_json(telemetry::rocm_smi())})}};
@@ -113,10 +118,19 @@ void print_info() {
   const auto groups = dist::available_backends();
   std::cout << "\nProcess groups (tessera::dist, data parallelism):";
   for (const auto& g : groups) std::cout << " " << g;
-  if (groups.empty()) std::cout << " none: " << TESSERA_MPI_MISSING_REASON;
+  if (groups.empty()) std::cout << " none: " << dist::unavailable_reason("mpi");
   std::cout << "\n";
-  for (const auto& [name, reason] : {std::pair{"nccl", TESSERA_NCCL_MISSING_REASON}, std::pair{"rccl", TESSERA_RCCL_MISSING_REASON}}) {
-    if (*reason) std::cout << "  " << name << ": " << reason << "\n";
+  for (const char* name : {"nccl", "rccl"}) {
+    const std::string reason = dist::unavailable_reason(name);
+    if (!reason.empty()) std::cout << "  " << name << ": " << reason << "\n";
+  }
+  if (modules::enabled()) {
+    std::cout << "\nModules (searched in";
+    for (const auto& dir : modules::search_path()) std::cout << " " << dir;
+    std::cout << "):\n";
+    for (const auto& m : modules::status()) {
+      std::cout << "  " << m.name << ": " << (m.loaded ? "loaded from " + m.path : "not loaded: " + m.reason) << "\n";
+    }
   }
 #ifdef TESSERA_HAS_ONNX
   std::cout << "\nONNX: import (tessera onnx test|run) and export (train --export), opset 17\n";

@@ -50,7 +50,6 @@ namespace gpu::TESSERA_XCCL_GPU {
 xcclStream_t current_vendor_stream();  // backends/gpu/device_backend.cu
 }
 namespace dist {
-std::shared_ptr<ProcessGroup> make_mpi_process_group();  // mpi.cpp
 
 namespace {
 
@@ -145,7 +144,7 @@ class NcclWork final : public Work {
 
 class NcclGroup final : public ProcessGroup {
  public:
-  NcclGroup() : mpi_(make_mpi_process_group()) {
+  NcclGroup() : mpi_(detail::create_process_group("mpi")) {
     int devices = 0;
     check_rt(xcclRt(GetDeviceCount)(&devices), "device count");
     TESSERA_CHECK(devices > 0, "init_process_group", TESSERA_XCCL_NAME ": no GPU on this node");

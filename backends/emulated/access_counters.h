@@ -11,6 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <algorithm>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tessera::emu::access {
@@ -28,8 +31,14 @@ struct KernelCounters {
   int64_t atomics = 0;
   int64_t footprint_sectors = 0;  // distinct sectors touched per launch, summed (a DRAM traffic estimate)
   /** Useful bytes over fetched bytes (sectors x 32), loads and stores together, in [0, 1]. */
-  double efficiency() const;
-  double sectors_per_request() const;
+  double efficiency() const {
+    const double fetched = static_cast<double>(loads.sectors + stores.sectors) * 32.0;
+    return fetched > 0 ? std::min(1.0, static_cast<double>(loads.bytes + stores.bytes) / fetched) : 1.0;
+  }
+  double sectors_per_request() const {
+    const int64_t requests = loads.requests + stores.requests;
+    return requests ? static_cast<double>(loads.sectors + stores.sectors) / static_cast<double>(requests) : 0.0;
+  }
 };
 
 /** Turns counting on or off (off by default: recording costs time). */
@@ -39,6 +48,15 @@ bool enabled();
 void reset();
 /** Totals per kernel since the last reset, in launch order of first appearance. */
 std::vector<KernelCounters> snapshot();
+
+/** The three above as a table: what `tessera bench --suite gpu-model` finds in the emulated
+ *  module (entry point tessera_emulated_access_api) when the backend is a loaded module. */
+struct Api {
+  void (*set_enabled)(bool);
+  void (*reset)();
+  std::vector<KernelCounters> (*snapshot)();
+};
+const Api& api();
 
 /** Called by the tsan shim for every instrumented access (only kernel threads count). */
 void record(const void* addr, unsigned size, bool write, const void* pc);

@@ -1,15 +1,19 @@
 // The process-group front end: the default group, the collective deadline and the watchdog's
-// report. Backends are compiled in (backends/comm/); TESSERA_HAS_MPI says whether MPI is.
+// report. The transports are in backends/comm/: modules loaded on first use (TESSERA_MODULES), or
+// linked in (the static build); TESSERA_HAS_MPI/NCCL/RCCL say which this build has.
 #include "tessera/dist.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
+#include "tessera/backend/modules.h"
 #include "tessera/error.h"
+#include "tessera_build_config.h"
 
 namespace tessera::dist {
 
+#if !TESSERA_MODULES_ENABLED
 #if defined(TESSERA_HAS_MPI)
 // backends/comm/mpi.cpp
 std::shared_ptr<ProcessGroup> make_mpi_process_group();
@@ -21,6 +25,7 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group();
 #if defined(TESSERA_HAS_RCCL)
 // backends/comm/nccl.cpp compiled by hipcc (HIP device tensors; others through MPI)
 std::shared_ptr<ProcessGroup> make_rccl_process_group();
+#endif
 #endif
 
 namespace {
@@ -39,19 +44,69 @@ std::chrono::milliseconds& timeout_ref() {
 }
 }  // namespace
 
-std::vector<std::string> available_backends() {
+namespace {
+// The groups this build has, in preference order ("" picks the first available: mpi, which
+// runs without a GPU).
+std::vector<std::string> built_groups() {
   std::vector<std::string> names;
 #if defined(TESSERA_HAS_MPI)
   names.push_back("mpi");
 #endif
 #if defined(TESSERA_HAS_NCCL)
-  names.push_back("nccl");  // after mpi: "" picks mpi, which runs without a GPU
+  names.push_back("nccl");
 #endif
 #if defined(TESSERA_HAS_RCCL)
   names.push_back("rccl");
 #endif
   return names;
 }
+}  // namespace
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> names;
+  for (const auto& n : built_groups()) {
+    if (!modules::enabled() || modules::load(n)) names.push_back(n);
+  }
+  return names;
+}
+
+std::string unavailable_reason(const std::string& backend) {
+  for (const auto& n : built_groups()) {
+    if (n != backend) continue;
+    std::string why;
+    if (!modules::enabled() || modules::load(n, &why)) return "";
+    return "module " + modules::file_name(n) + ": " + why;
+  }
+  if (backend == "mpi") return TESSERA_MPI_MISSING_REASON;
+  if (backend == "nccl") return TESSERA_NCCL_MISSING_REASON;
+  if (backend == "rccl") return TESSERA_RCCL_MISSING_REASON;
+  return "unknown process-group backend '" + backend + "' (mpi, nccl, rccl)";
+}
+
+namespace detail {
+std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend) {
+#if TESSERA_MODULES_ENABLED
+  using Factory = void (*)(std::shared_ptr<ProcessGroup>*);
+  std::string why;
+  auto factory = reinterpret_cast<Factory>(modules::symbol(backend, "tessera_module_process_group", &why));
+  if (!factory) throw Error(tessera::detail::concat("init_process_group: backend '", backend, "' is unavailable (", unavailable_reason(backend), ")"));
+  std::shared_ptr<ProcessGroup> group;
+  factory(&group);
+  return group;
+#else
+#if defined(TESSERA_HAS_MPI)
+  if (backend == "mpi") return make_mpi_process_group();
+#endif
+#if defined(TESSERA_HAS_NCCL)
+  if (backend == "nccl") return make_nccl_process_group();
+#endif
+#if defined(TESSERA_HAS_RCCL)
+  if (backend == "rccl") return make_rccl_process_group();
+#endif
+  throw Error(tessera::detail::concat("init_process_group: backend '", backend, "' is unavailable (", unavailable_reason(backend), ")"));
+#endif
+}
+}  // namespace detail
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend) {
   std::lock_guard lock(g_mutex);
@@ -60,24 +115,23 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend) {
                   g_default->backend(), ", asked for ", backend);
     return g_default;
   }
-  const std::vector<std::string> names = available_backends();
-  TESSERA_CHECK(!names.empty(), "init_process_group",
+  const std::vector<std::string> built = built_groups();
+  TESSERA_CHECK(!built.empty(), "init_process_group",
                 "this build has no process-group backend (MPI was not found at configure time: apt install libopenmpi-dev)");
-  const std::string choice = backend.empty() ? names.front() : backend;
-#if defined(TESSERA_HAS_MPI)
-  if (choice == "mpi") g_default = make_mpi_process_group();
-#endif
-#if defined(TESSERA_HAS_NCCL)
-  if (choice == "nccl") g_default = make_nccl_process_group();
-#endif
-#if defined(TESSERA_HAS_RCCL)
-  if (choice == "rccl") g_default = make_rccl_process_group();
-#endif
-  if (!g_default) {
+  const std::vector<std::string> names = available_backends();
+  std::string choice = backend;
+  if (choice.empty()) {
+    TESSERA_CHECK(!names.empty(), "init_process_group", "no process-group backend can be loaded (", unavailable_reason(built.front()), ")");
+    choice = names.front();
+  }
+  bool known = false;
+  for (const auto& n : built) known = known || n == choice;
+  if (!known) {
     std::string have;
-    for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
+    for (const auto& n : built) have += (have.empty() ? "" : ", ") + n;
     throw Error(tessera::detail::concat("init_process_group: unknown or unavailable backend '", choice, "' (this build has: ", have, ")"));
   }
+  g_default = detail::create_process_group(choice);
   return g_default;
 }
 

@@ -1,9 +1,11 @@
 #include "tessera/backend/registry.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 
+#include "tessera/backend/modules.h"
 #include "tessera/error.h"
 #include "tessera_build_config.h"
 
@@ -21,6 +23,10 @@ struct Registry {
   // Backends live for the whole process: tensors in static storage may be destroyed after
   // main returns and still need their allocator.
   std::array<Backend*, kNumDeviceTypes> backends{};
+  // Backends in modules (TESSERA_MODULES): loaded on the first use of their device type.
+  std::array<std::once_flag, kNumDeviceTypes> module_tried;
+  std::atomic<bool> all_modules_tried{false};
+  std::vector<MissingBackend> module_failures;  // under `mutex`
 };
 
 Registry& raw_registry() {
@@ -37,6 +43,44 @@ Registry& registry() {
   }();
   (void)initialised;
   return raw_registry();
+}
+
+bool is_module_backend(DeviceType type) {
+  const std::string name = device_type_name(type);
+  bool found = false;
+#define TESSERA_IS_MODULE(n) found = found || name == #n;
+  TESSERA_MODULE_BACKENDS(TESSERA_IS_MODULE)
+#undef TESSERA_IS_MODULE
+  return found;
+}
+
+// Loads the module of `type`'s backend once; a failure is kept for missing_backends().
+void load_module_backend(DeviceType type) {
+  Registry& r = raw_registry();
+  if (r.all_modules_tried.load(std::memory_order_acquire)) return;
+  std::call_once(r.module_tried[static_cast<size_t>(type)], [&] {
+    if (!is_module_backend(type)) return;
+    const std::string name = device_type_name(type);
+    std::string why;
+    auto entry = reinterpret_cast<void (*)()>(modules::symbol(name, "tessera_module_register", &why));
+    if (entry) {
+      try {
+        entry();  // calls register_backend()
+        return;
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+    }
+    std::lock_guard lock(r.mutex);
+    r.module_failures.push_back({name, "module " + modules::file_name(name) + ": " + why});
+  });
+}
+
+void load_all_module_backends() {
+  Registry& r = raw_registry();
+  if (r.all_modules_tried.load(std::memory_order_acquire)) return;
+  for (int t = 0; t < kNumDeviceTypes; ++t) load_module_backend(static_cast<DeviceType>(t));
+  r.all_modules_tried.store(true, std::memory_order_release);
 }
 }  // namespace
 
@@ -58,6 +102,7 @@ void unregister_backend(DeviceType type) {
 
 Backend* find_backend(DeviceType type) {
   Registry& r = registry();
+  load_module_backend(type);
   std::lock_guard lock(r.mutex);
   return r.backends[static_cast<size_t>(type)];
 }
@@ -76,6 +121,7 @@ Backend& backend_for(DeviceType type) {
 
 std::vector<Backend*> registered_backends() {
   Registry& r = registry();
+  load_all_module_backends();
   std::lock_guard lock(r.mutex);
   std::vector<Backend*> out;
   for (Backend* b : r.backends) {
@@ -102,6 +148,10 @@ std::vector<MissingBackend> missing_backends() {
 #define TESSERA_MISSING(name, reason) out.push_back({name, reason});
   TESSERA_MISSING_BACKENDS(TESSERA_MISSING)
 #undef TESSERA_MISSING
+  Registry& r = registry();
+  load_all_module_backends();
+  std::lock_guard lock(r.mutex);
+  out.insert(out.end(), r.module_failures.begin(), r.module_failures.end());
   return out;
 }
 

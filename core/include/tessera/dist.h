@@ -56,8 +56,11 @@ class ProcessGroup {
   virtual void barrier() = 0;
 };
 
-/** The process-group backends this build has ("mpi" when MPI was found). */
+/** The process-group backends this build has and can load ("mpi" when MPI was found and its
+ *  module, with the MPI library, loads). */
 std::vector<std::string> available_backends();
+/** Why `backend` is not available ("" when it is): not built, or its module's loader message. */
+std::string unavailable_reason(const std::string& backend);
 
 /**
  * Creates the default group on `backend` ("" picks the first available) the first time;
@@ -82,6 +85,8 @@ std::string describe_collective(const char* name, uint64_t sequence, const Tenso
 /** The watchdog's report (rank, collective, deadline) on stderr; the caller then aborts. */
 void report_timeout(int rank, int world, const std::string& collective, std::chrono::milliseconds deadline);
 using GroupFactory = std::function<std::shared_ptr<ProcessGroup>()>;
+/** A new group on `backend` (not the default group): NCCL and RCCL bootstrap through "mpi". */
+std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend);
 }  // namespace detail
 
 }  // namespace tessera::dist
