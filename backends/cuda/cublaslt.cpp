@@ -11,8 +11,10 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "handle_cache.h"
+#include "lt_plan.h"
 #include "tessera/backend/kernel.h"
 #include "tessera/runtime.h"
 #include "tessera/tensor.h"
@@ -32,8 +34,8 @@ void check(cublasStatus_t s, const char* what) {
 // what NVIDIA recommends for Hopper (and is 8x Ampere's recommendation).
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
-// What the heuristic depends on: the chosen algorithm is reused for every call with this key.
-using AlgoKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool, bool>;
+// What the heuristic depends on (lt_plan.h): the chosen algorithm is reused for every call with this key.
+using AlgoKey = LtAlgoKey;
 
 // A thread's handle for one (device, stream): the workspace it passes to cublasLtMatmul and
 // the algorithms already chosen, so the heuristic runs once per shape.
@@ -98,11 +100,13 @@ bool cublaslt_linear(const KernelCall& call) {
   cudaDataType type;
   cublasLtEpilogue_t epilogue;
   if (!data_type(x.dtype(), type) || !epilogue_for(call.attrs.activation, bias.defined(), epilogue)) return false;
-  if (m == 0 || n == 0 || k == 0 || x.strides()[1] != 1 || w.strides()[1] != 1 || (bias.defined() && bias.strides()[0] != 1)) return false;
-  const int64_t ldx = std::max<int64_t>(x.strides()[0], k), ldw = std::max<int64_t>(w.strides()[0], k);
-  for (int64_t v : {m, n, k, ldx, ldw}) {
-    if (v > INT_MAX) return false;
-  }
+  LtOperands operands{m, n, k, x.strides()[0], x.strides()[1], w.strides()[0], w.strides()[1], bias.defined(),
+                      bias.defined() ? bias.strides()[0] : 1, reinterpret_cast<uintptr_t>(x.data_ptr()),
+                      reinterpret_cast<uintptr_t>(w.data_ptr()), reinterpret_cast<uintptr_t>(out.data_ptr()),
+                      bias.defined() ? reinterpret_cast<uintptr_t>(bias.data_ptr()) : 0};
+  const LtPlan plan = plan_lt_linear(operands);
+  if (!plan.eligible) return false;
+  const int64_t ldx = plan.ldx, ldw = plan.ldw;
   const int device = out.device().index;
   const cuda_libs::DeviceGuard guard(device, "cublasLt");
   const cudaStream_t stream = gpu::cuda::current_vendor_stream();
@@ -122,13 +126,20 @@ bool cublaslt_linear(const KernelCall& call) {
   check(cublasLtMatrixLayoutCreate(&d.a, type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldw), "layout A");
   check(cublasLtMatrixLayoutCreate(&d.b, type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), ldx), "layout B");
   check(cublasLtMatrixLayoutCreate(&d.c, type, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "layout C");
-  const AlgoKey key{m, n, k, ldx, ldw, static_cast<int>(type), static_cast<int>(epilogue), bias.defined(), tf32};
+  const AlgoKey key = lt_algo_key(operands, plan, static_cast<int>(type), static_cast<int>(epilogue), tf32);
   auto algo = ctx.algos.find(key);
   if (algo == ctx.algos.end()) {
     check(cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate");
     check(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspace_bytes,
                                                sizeof ctx.workspace_bytes),
           "set MAX_WORKSPACE_BYTES");
+    // The operands' real alignments: an offset view gets an algorithm that can run on it.
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, plan.align_w}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, plan.align_x},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, plan.align_out}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, plan.align_out}};
+    for (const auto& [attr, bytes] : aligns) {
+      check(cublasLtMatmulPreferenceSetAttribute(d.pref, attr, &bytes, sizeof bytes), "set MIN_ALIGNMENT");
+    }
     cublasLtMatmulHeuristicResult_t heuristic{};
     int found = 0;
     const bool ok =
