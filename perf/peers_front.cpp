@@ -19,29 +19,29 @@ const GpuPeerTable* gpu() { return table<GpuPeerTable>("gpu_peers", "tessera_gpu
 }  // namespace
 
 std::optional<Peer> openblas_sgemm(int64_t m, int64_t n, int64_t k, int threads) {
-  return cpu() ? cpu()->openblas_sgemm(m, n, k, threads) : std::nullopt;
+  return cpu() ? cpu()->call_openblas_sgemm(m, n, k, threads) : std::nullopt;
 }
 std::optional<Peer> onednn_bf16_gemm(int64_t m, int64_t n, int64_t k, int threads) {
-  return cpu() ? cpu()->onednn_bf16_gemm(m, n, k, threads) : std::nullopt;
+  return cpu() ? cpu()->call_onednn_bf16_gemm(m, n, k, threads) : std::nullopt;
 }
-bool have_torch() { return cpu() && cpu()->have_torch(); }
-std::optional<Peer> torch_mlp_step(int64_t batch, int threads) { return cpu() ? cpu()->torch_mlp_step(batch, threads) : std::nullopt; }
-std::optional<Peer> torch_cnn_step(int64_t batch, int threads) { return cpu() ? cpu()->torch_cnn_step(batch, threads) : std::nullopt; }
+bool have_torch() { return cpu() && cpu()->call_have_torch(); }
+std::optional<Peer> torch_mlp_step(int64_t batch, int threads) { return cpu() ? cpu()->call_torch_mlp_step(batch, threads) : std::nullopt; }
+std::optional<Peer> torch_cnn_step(int64_t batch, int threads) { return cpu() ? cpu()->call_torch_cnn_step(batch, threads) : std::nullopt; }
 std::optional<Peer> torch_conv2d(int64_t n, int64_t c, int64_t h, int64_t o, bool grad_x, bool grad_w, int threads) {
-  return cpu() ? cpu()->torch_conv2d(n, c, h, o, grad_x, grad_w, threads) : std::nullopt;
+  return cpu() ? cpu()->call_torch_conv2d(n, c, h, o, grad_x, grad_w, threads) : std::nullopt;
 }
-std::optional<Peer> torch_add_1elem(int calls, int threads) { return cpu() ? cpu()->torch_add_1elem(calls, threads) : std::nullopt; }
+std::optional<Peer> torch_add_1elem(int calls, int threads) { return cpu() ? cpu()->call_torch_add_1elem(calls, threads) : std::nullopt; }
 std::optional<Peer> torch_gpt_step(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t dim, int64_t batch, int threads) {
-  return cpu() ? cpu()->torch_gpt_step(vocab, context, layers, heads, dim, batch, threads) : std::nullopt;
+  return cpu() ? cpu()->call_torch_gpt_step(vocab, context, layers, heads, dim, batch, threads) : std::nullopt;
 }
 std::optional<Peer> vendor_sgemm(Device dev, int64_t m, int64_t n, int64_t k) {
-  return gpu() ? gpu()->vendor_sgemm(dev, m, n, k) : std::nullopt;
+  return gpu() ? gpu()->call_vendor_sgemm(dev, m, n, k) : std::nullopt;
 }
-std::optional<Peer> device_copy(Device dev, int64_t bytes) { return gpu() ? gpu()->device_copy(dev, bytes) : std::nullopt; }
+std::optional<Peer> device_copy(Device dev, int64_t bytes) { return gpu() ? gpu()->call_device_copy(dev, bytes) : std::nullopt; }
 
 LibraryInfo library_info() {
   std::string why;
-  if (const CpuPeerTable* t = table<CpuPeerTable>("peers", "tessera_cpu_peers_table", &why)) return t->library_info();
+  if (const CpuPeerTable* t = table<CpuPeerTable>("peers", "tessera_cpu_peers_table", &why)) return t->call_library_info();
   LibraryInfo info;
   info.warnings.push_back("no CPU peers: " + why);
   return info;

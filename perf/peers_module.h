@@ -10,20 +10,20 @@
 namespace tessera::bench::peers {
 
 struct CpuPeerTable {
-  decltype(&openblas_sgemm) openblas_sgemm;
-  decltype(&onednn_bf16_gemm) onednn_bf16_gemm;
-  decltype(&have_torch) have_torch;
-  decltype(&torch_mlp_step) torch_mlp_step;
-  decltype(&torch_cnn_step) torch_cnn_step;
-  decltype(&torch_conv2d) torch_conv2d;
-  decltype(&torch_add_1elem) torch_add_1elem;
-  decltype(&torch_gpt_step) torch_gpt_step;
-  decltype(&library_info) library_info;
+  decltype(&openblas_sgemm) call_openblas_sgemm;
+  decltype(&onednn_bf16_gemm) call_onednn_bf16_gemm;
+  decltype(&have_torch) call_have_torch;
+  decltype(&torch_mlp_step) call_torch_mlp_step;
+  decltype(&torch_cnn_step) call_torch_cnn_step;
+  decltype(&torch_conv2d) call_torch_conv2d;
+  decltype(&torch_add_1elem) call_torch_add_1elem;
+  decltype(&torch_gpt_step) call_torch_gpt_step;
+  decltype(&library_info) call_library_info;
 };
 
 struct GpuPeerTable {
-  decltype(&vendor_sgemm) vendor_sgemm;
-  decltype(&device_copy) device_copy;
+  decltype(&vendor_sgemm) call_vendor_sgemm;
+  decltype(&device_copy) call_device_copy;
 };
 
 }  // namespace tessera::bench::peers

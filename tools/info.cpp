@@ -129,7 +129,7 @@ void print_info() {
     for (const auto& dir : modules::search_path()) std::cout << " " << dir;
     std::cout << "):\n";
     for (const auto& m : modules::status()) {
-      std::cout << "  " << m.name << ": " << (m.loaded ? "loaded from " + m.path : "not loaded: " + m.reason) << "\n";
+      std::cout << "  module " << m.name << ": " << (m.loaded ? "loaded from " + m.path : "not loaded: " + m.reason) << "\n";
     }
   }
 #ifdef TESSERA_HAS_ONNX

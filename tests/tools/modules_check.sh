@@ -16,7 +16,7 @@ tessera=$root/bin/tessera
 libtessera=$(find "$root" -name 'libtessera.so' | head -n 1)
 [[ -n $libtessera ]] || fail "no libtessera.so installed"
 libdir=$(dirname "$libtessera")
-run() { env -i PATH=/usr/bin:/bin HOME="$work" "$@"; }
+run() { env -i PATH=/usr/bin:/bin HOME="$work" ${TESSERA_BACKEND_PATH:+TESSERA_BACKEND_PATH="$TESSERA_BACKEND_PATH"} "$@"; }
 
 # 1. What the command and the library need to start.
 forbidden='cuda|cublas|cudnn|nccl|nvrtc|amdhip|hiprtc|rocblas|rccl|mpi|torch|c10|kokkos|trilinos|dnnl|openblas|boost'
@@ -29,10 +29,10 @@ done
 
 # 2. Every module of the build loads from the relocated tree.
 run "$tessera" info > "$work/info.txt" || fail "tessera info failed: $(cat "$work/info.txt")"
-modules=$(sed -n 's/^  \([a-z_]*\): \(loaded from\|not loaded\).*/\1/p' "$work/info.txt")
+modules=$(sed -n 's/^  module \([a-z_]*\): .*/\1/p' "$work/info.txt")
 [[ -n $modules ]] || fail "tessera info lists no modules: $(cat "$work/info.txt")"
 for m in $modules; do
-  grep -q "^  $m: loaded from $libdir/tessera/libtessera_$m.so" "$work/info.txt" || fail "module $m did not load: $(grep "^  $m:" "$work/info.txt")"
+  grep -q "^  module $m: loaded from $libdir/tessera/libtessera_$m.so" "$work/info.txt" || fail "module $m did not load: $(grep "^  module $m:" "$work/info.txt")"
 done
 echo "modules loaded: $(tr '\n' ' ' <<<"$modules")"
 
@@ -49,7 +49,7 @@ fi
 rm -rf "$libdir/tessera"
 run "$tessera" info > "$work/info_none.txt" || fail "tessera info without modules failed"
 for m in $modules; do
-  grep -q "not found in $libdir/tessera" <(grep -E "^  $m: " "$work/info_none.txt") || fail "module $m not reported missing: $(cat "$work/info_none.txt")"
+  grep -q "not found in $libdir/tessera" <(grep -E "^  module $m: " "$work/info_none.txt") || fail "module $m not reported missing: $(cat "$work/info_none.txt")"
 done
 for b in cuda hip kokkos emulated; do
   grep -qx "$b" <<<"$modules" || continue
