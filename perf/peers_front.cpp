@@ -13,8 +13,15 @@ template <class Table> const Table* table(const char* module, const char* entry,
   auto f = reinterpret_cast<Entry>(modules::symbol(module, entry, why));
   return f ? f() : nullptr;
 }
-const CpuPeerTable* cpu() { return table<CpuPeerTable>("peers", "tessera_cpu_peers_table"); }
-const GpuPeerTable* gpu() { return table<GpuPeerTable>("gpu_peers", "tessera_gpu_peers_table"); }
+// Looked up once: a module is loaded (or found missing) for the life of the process.
+const CpuPeerTable* cpu() {
+  static const CpuPeerTable* t = table<CpuPeerTable>("peers", "tessera_cpu_peers_table");
+  return t;
+}
+const GpuPeerTable* gpu() {
+  static const GpuPeerTable* t = table<GpuPeerTable>("gpu_peers", "tessera_gpu_peers_table");
+  return t;
+}
 
 }  // namespace
 

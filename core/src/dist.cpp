@@ -118,9 +118,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend) {
   const std::vector<std::string> built = built_groups();
   TESSERA_CHECK(!built.empty(), "init_process_group",
                 "this build has no process-group backend (MPI was not found at configure time: apt install libopenmpi-dev)");
-  const std::vector<std::string> names = available_backends();
   std::string choice = backend;
-  if (choice.empty()) {
+  if (choice.empty()) {  // the first that loads (only here are the others' modules tried)
+    const std::vector<std::string> names = available_backends();
     TESSERA_CHECK(!names.empty(), "init_process_group", "no process-group backend can be loaded (", unavailable_reason(built.front()), ")");
     choice = names.front();
   }
