@@ -5,9 +5,14 @@
 // Each rank drives one GPU, its local rank modulo the node's device count. Tensors not on that
 // GPU go through the MPI group.
 //
-// Waiting polls an event against the collective deadline; past it the watchdog reports and
-// ncclCommAbort()s the communicator (which releases the stuck kernel) before ending the process,
-// so a lost peer never leaves a rank spinning in a collective kernel forever.
+// Waiting polls an event against the collective deadline (collective_wait.h); past it the
+// watchdog reports and ncclCommAbort()s the communicator (which releases the stuck kernel) before
+// ending the process, so a lost peer never leaves a rank spinning in a collective kernel forever.
+// The same holds for everything else that would wait on the collective's stream: the device
+// backend's device-wide syncs (synchronize, the allocator's out-of-memory retry, cudaFree) first
+// wait for this rank's outstanding collectives with their deadlines; ncclCommInitRank runs under
+// the deadline too; an asynchronous NCCL error aborts the communicator before it is reported (a
+// later ncclCommDestroy would block on it), and destroying a Work never throws.
 #if defined(TESSERA_DIST_RCCL)
 #include <hip/hip_runtime.h>
 #if __has_include(<rccl/rccl.h>)
@@ -36,10 +41,18 @@ using xcclEvent_t = cudaEvent_t;
 using xcclError_t = cudaError_t;
 #endif
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
+
+#include "collective_wait.h"
 
 #include "tessera/dist.h"
 #include "tessera/error.h"
@@ -48,6 +61,7 @@ using xcclError_t = cudaError_t;
 namespace tessera {
 namespace gpu::TESSERA_XCCL_GPU {
 xcclStream_t current_vendor_stream();  // backends/gpu/device_backend.cu
+void add_device_sync_hook(void (*hook)(int device));
 }
 namespace dist {
 
@@ -94,53 +108,172 @@ constexpr bool in_progress(ncclResult_t r) {
 #endif
 }
 
+// One communicator and the collectives of it that the host has not yet seen finish.
+struct CommState {
+  ncclComm_t comm = nullptr;
+  int device = 0, rank = 0, world = 0;
+  std::atomic<bool> aborted{false};
+  struct Outstanding {
+    xcclEvent_t event;
+    std::chrono::steady_clock::time_point deadline;
+    std::string what;
+  };
+  std::mutex mutex;
+  std::vector<std::shared_ptr<Outstanding>> outstanding;
+
+  void abort() {
+    if (!aborted.exchange(true)) (void)ncclCommAbort(comm);
+  }
+  bool comm_failed() {
+    if (aborted) return true;
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) return true;
+    return async != ncclSuccess && !in_progress(async);
+  }
+  std::string async_error_text() {
+    ncclResult_t async = ncclSuccess;
+    (void)ncclCommGetAsyncError(comm, &async);
+    return aborted && async == ncclSuccess ? "the communicator was aborted" : ncclGetErrorString(async);
+  }
+  // Waits for one collective; a failure aborts the communicator and throws, a timeout ends the process.
+  void wait_for(const Outstanding& o) {
+    const auto query = [&] {
+      const xcclError_t e = xcclRt(EventQuery)(o.event);
+      if (e == xcclRt(Success)) return detail::EventPoll::reached;
+      (void)xcclRt(GetLastError)();  // NotReady is latched on some runtimes
+      return e == xcclRt(ErrorNotReady) ? detail::EventPoll::not_ready : detail::EventPoll::failed;
+    };
+    switch (detail::wait_collective(query, [&] { return comm_failed(); }, o.deadline)) {
+      case detail::WaitOutcome::done: return;
+      case detail::WaitOutcome::failed: {
+        const std::string why = async_error_text();
+        abort();
+        throw Error(tessera::detail::concat("dist (" TESSERA_XCCL_NAME "): ", o.what, " failed: ", why,
+                                            " (the communicator was aborted; create a new process group)"));
+      }
+      case detail::WaitOutcome::timed_out:
+        detail::report_timeout(rank, world, o.what, collective_timeout());
+        abort();
+        std::_Exit(3);
+    }
+  }
+  // Before anything waits on the whole device: every outstanding collective, under its deadline.
+  void drain() {
+    std::vector<std::shared_ptr<Outstanding>> pending;
+    {
+      std::lock_guard lock(mutex);
+      pending = outstanding;
+    }
+    for (const auto& o : pending) wait_for(*o);
+  }
+};
+
+// The live communicators of this process, for the device-sync hook.
+struct LiveComms {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<CommState>> comms;
+};
+LiveComms& live_comms() {
+  static auto* l = new LiveComms;
+  return *l;
+}
+void before_device_sync(int device) {
+  std::vector<std::shared_ptr<CommState>> states;
+  {
+    std::lock_guard lock(live_comms().mutex);
+    for (const auto& w : live_comms().comms) {
+      if (auto s = w.lock(); s && s->device == device && !s->aborted) states.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : states) s->drain();
+}
+
 class NcclWork final : public Work {
  public:
-  NcclWork(ncclComm_t comm, int rank, int world, std::string what, xcclStream_t stream, std::vector<Tensor> keep)
-      : comm_(comm), rank_(rank), world_(world), what_(std::move(what)), keep_(std::move(keep)), start_(std::chrono::steady_clock::now()) {
-    check_rt(xcclRt(EventCreateWithFlags)(&done_event_, xcclRt(EventDisableTiming)), "event create");
-    check_rt(xcclRt(EventRecord)(done_event_, stream), "event record");
+  NcclWork(std::shared_ptr<CommState> state, std::string what, xcclStream_t stream, std::vector<Tensor> keep)
+      : state_(std::move(state)), keep_(std::move(keep)) {
+    xcclEvent_t event = nullptr;
+    check_rt(xcclRt(EventCreateWithFlags)(&event, xcclRt(EventDisableTiming)), "event create");
+    const xcclError_t e = xcclRt(EventRecord)(event, stream);
+    if (e != xcclRt(Success)) (void)xcclRt(EventDestroy)(event);
+    check_rt(e, "event record");
+    entry_ = std::make_shared<CommState::Outstanding>(CommState::Outstanding{event, std::chrono::steady_clock::now() + collective_timeout(), std::move(what)});
+    std::lock_guard lock(state_->mutex);
+    state_->outstanding.push_back(entry_);
   }
+  // Never throws: an unwaited failed collective has already aborted its communicator (or does now).
   ~NcclWork() override {
-    if (!done_) wait();
-    (void)xcclRt(EventDestroy)(done_event_);
+    try {
+      if (!done_) wait();
+    } catch (...) {
+      state_->abort();
+    }
+    forget();
   }
   bool test() override {
     if (done_) return true;
-    const xcclError_t e = xcclRt(EventQuery)(done_event_);
-    if (e == xcclRt(ErrorNotReady)) return false;
-    check_rt(e, "event query");
-    ncclResult_t async = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
-    check_nccl(async, what_.c_str());
-    done_ = true;
-    keep_.clear();
+    const xcclError_t e = xcclRt(EventQuery)(entry_->event);
+    if (e == xcclRt(ErrorNotReady)) {
+      (void)xcclRt(GetLastError)();
+      if (state_->comm_failed()) wait();  // throws, after aborting
+      return false;
+    }
+    wait();  // reached (or failed): wait_for sees it at once
     return true;
   }
   void wait() override {
-    const auto deadline = start_ + collective_timeout();
-    while (!test()) {
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && !in_progress(async)) check_nccl(async, what_.c_str());
-      if (std::chrono::steady_clock::now() > deadline) {
-        detail::report_timeout(rank_, world_, what_, collective_timeout());
-        ncclCommAbort(comm_);
-        std::_Exit(3);
-      }
-      std::this_thread::yield();
-    }
+    if (done_) return;
+    state_->wait_for(*entry_);
+    done_ = true;
+    keep_.clear();
+    forget();
   }
 
  private:
-  ncclComm_t comm_;
-  int rank_, world_;
-  std::string what_;
+  void forget() {
+    if (!entry_) return;
+    {
+      std::lock_guard lock(state_->mutex);
+      auto& v = state_->outstanding;
+      v.erase(std::remove(v.begin(), v.end(), entry_), v.end());
+    }
+    (void)xcclRt(EventDestroy)(entry_->event);
+    entry_.reset();
+  }
+
+  std::shared_ptr<CommState> state_;
+  std::shared_ptr<CommState::Outstanding> entry_;
   std::vector<Tensor> keep_;  // the buffers stay alive until the collective is done
-  xcclEvent_t done_event_ = nullptr;
-  std::chrono::steady_clock::time_point start_;
   bool done_ = false;
 };
+
+// ncclCommInitRank blocks until every rank joined: run it on a helper thread and wait under the
+// collective deadline (a rank that never arrives ends this one with the watchdog's report).
+ncclComm_t init_comm_with_deadline(int device, int world, const ncclUniqueId& id, int rank) {
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool finished = false;
+    ncclResult_t result = ncclSuccess;
+    ncclComm_t comm = nullptr;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([shared, device, world, id, rank] {
+    (void)xcclRt(SetDevice)(device);  // the current device is per thread
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = ncclCommInitRank(&comm, world, id, rank);
+    std::lock_guard lock(shared->mutex);
+    shared->finished = true, shared->result = r, shared->comm = comm;
+    shared->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(shared->mutex);
+  if (!shared->cv.wait_for(lock, collective_timeout(), [&] { return shared->finished; })) {
+    detail::report_timeout(rank, world, "ncclCommInitRank", collective_timeout());
+    std::_Exit(3);
+  }
+  check_nccl(shared->result, "ncclCommInitRank");
+  return shared->comm;
+}
 
 class NcclGroup final : public ProcessGroup {
  public:
@@ -156,11 +289,30 @@ class NcclGroup final : public ProcessGroup {
     std::memcpy(bytes.data_ptr(), &id, sizeof id);
     mpi_->broadcast(bytes, 0)->wait();
     std::memcpy(&id, bytes.data_ptr(), sizeof id);
-    check_nccl(ncclCommInitRank(&comm_, mpi_->world_size(), id, mpi_->rank()), "ncclCommInitRank");
+    state_ = std::make_shared<CommState>();
+    state_->device = device_, state_->rank = mpi_->rank(), state_->world = mpi_->world_size();
+    state_->comm = init_comm_with_deadline(device_, mpi_->world_size(), id, mpi_->rank());
+    comm_ = state_->comm;
     check_rt(xcclRt(StreamCreateWithFlags)(&comm_stream_, xcclRt(StreamNonBlocking)), "stream create");
+    static const bool hooked = [] {
+      gpu::TESSERA_XCCL_GPU::add_device_sync_hook(&before_device_sync);
+      return true;
+    }();
+    (void)hooked;
+    std::lock_guard lock(live_comms().mutex);
+    live_comms().comms.push_back(state_);
   }
   ~NcclGroup() override {
-    if (comm_) ncclCommDestroy(comm_);
+    try {
+      state_->drain();  // ncclCommDestroy would block on a collective that never finishes
+    } catch (...) {
+      // failed: drain aborted the communicator
+    }
+    if (state_->aborted) {
+      // ncclCommAbort already released it.
+    } else if (comm_) {
+      (void)ncclCommDestroy(comm_);
+    }
     if (comm_stream_) (void)xcclRt(StreamDestroy)(comm_stream_);
   }
   int rank() const override { return mpi_->rank(); }
@@ -222,6 +374,7 @@ class NcclGroup final : public ProcessGroup {
   // host has seen the collective finish, so the caching allocator cannot hand them to the
   // compute stream while the collective still reads or writes them.
   xcclStream_t comm_stream() {
+    TESSERA_CHECK(!state_->aborted, TESSERA_XCCL_NAME, "the communicator was aborted after a failed or timed-out collective; create a new process group");
     xcclEvent_t ready = nullptr;
     check_rt(xcclRt(EventCreateWithFlags)(&ready, xcclRt(EventDisableTiming)), "event create");
     check_rt(xcclRt(EventRecord)(ready, gpu::TESSERA_XCCL_GPU::current_vendor_stream()), "event record");
@@ -230,10 +383,11 @@ class NcclGroup final : public ProcessGroup {
     return comm_stream_;
   }
   std::unique_ptr<Work> issue(const char* name, const Tensor& t, xcclStream_t s, std::vector<Tensor> keep) {
-    return std::make_unique<NcclWork>(comm_, rank(), world_size(), detail::describe_collective(name, ++sequence_, t), s, std::move(keep));
+    return std::make_unique<NcclWork>(state_, detail::describe_collective(name, ++sequence_, t), s, std::move(keep));
   }
 
   std::shared_ptr<ProcessGroup> mpi_;
+  std::shared_ptr<CommState> state_;
   ncclComm_t comm_ = nullptr;
   xcclStream_t comm_stream_ = nullptr;
   int device_ = 0;

@@ -9,10 +9,12 @@
 
 #include <climits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <utility>
 
+#include "../gpu/stream_cache.h"
 #include "handle_cache.h"
 #include "lt_plan.h"
 #include "tessera/backend/kernel.h"
@@ -22,6 +24,8 @@
 namespace tessera {
 namespace gpu::cuda {
 cudaStream_t current_vendor_stream();  // backends/gpu/device_backend.cu
+const void* current_stream_key();
+void add_stream_release_hook(void (*hook)(const void* stream_key));
 }
 namespace cublas {
 namespace {
@@ -37,23 +41,42 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 // What the heuristic depends on (lt_plan.h): the chosen algorithm is reused for every call with this key.
 using AlgoKey = LtAlgoKey;
 
-// A thread's handle for one (device, stream): the workspace it passes to cublasLtMatmul and
-// the algorithms already chosen, so the heuristic runs once per shape.
+// The handle for one (device, stream): the workspace it passes to cublasLtMatmul and the
+// algorithms already chosen, so the heuristic runs once per shape. Kernels on one stream run in
+// order, so threads sharing a stream share the workspace safely; the entry goes (workspace
+// freed) when its stream is destroyed. Graph captures reuse one stream per thread and device
+// (device_backend.cu), so a captured graph's workspace lives as long as that stream: replays of
+// graphs captured on one thread and device must not run concurrently on different streams.
 struct LtContext {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  std::mutex mutex;  // guards algos (threads sharing a stream)
   std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> algos;  // nullopt: cuBLASLt has none for this key
 };
 
-LtContext& lt_context(int device, cudaStream_t stream) {
-  return cuda_libs::cached_handle<LtContext>(device, stream, [](int, cudaStream_t) {
-    LtContext ctx;
+gpu::StreamCache<LtContext>& lt_cache();
+
+void release_stream_contexts(const void* stream_key) {
+  lt_cache().release_stream(stream_key, [](LtContext& ctx) {
+    if (ctx.workspace) (void)cudaFree(ctx.workspace);
+    (void)cublasLtDestroy(ctx.handle);
+  });
+}
+
+gpu::StreamCache<LtContext>& lt_cache() {
+  static auto* cache = [] {
+    gpu::cuda::add_stream_release_hook(&release_stream_contexts);
+    return new gpu::StreamCache<LtContext>;  // never destroyed: static teardown races the CUDA runtime's
+  }();
+  return *cache;
+}
+
+LtContext& lt_context(int device) {
+  return lt_cache().get(device, gpu::cuda::current_stream_key(), [](LtContext& ctx) {
     check(cublasLtCreate(&ctx.handle), "cublasLtCreate");
-    // The workspace is used only by kernels on this context's stream, so one buffer suffices.
     if (cudaMalloc(&ctx.workspace, kWorkspaceBytes) == cudaSuccess) ctx.workspace_bytes = kWorkspaceBytes;
     else (void)cudaGetLastError(), ctx.workspace = nullptr;
-    return ctx;
   });
 }
 
@@ -110,7 +133,7 @@ bool cublaslt_linear(const KernelCall& call) {
   const int device = out.device().index;
   const cuda_libs::DeviceGuard guard(device, "cublasLt");
   const cudaStream_t stream = gpu::cuda::current_vendor_stream();
-  LtContext& ctx = lt_context(device, stream);
+  LtContext& ctx = lt_context(device);
   const bool tf32 = x.dtype() == DType::f32 && allow_tf32();  // f32 is strict f32 unless allowed
   Descriptors d;
   check(cublasLtMatmulDescCreate(&d.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
@@ -127,6 +150,7 @@ bool cublaslt_linear(const KernelCall& call) {
   check(cublasLtMatrixLayoutCreate(&d.b, type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), ldx), "layout B");
   check(cublasLtMatrixLayoutCreate(&d.c, type, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "layout C");
   const AlgoKey key = lt_algo_key(operands, plan, static_cast<int>(type), static_cast<int>(epilogue), tf32);
+  std::unique_lock algos_lock(ctx.mutex);
   auto algo = ctx.algos.find(key);
   if (algo == ctx.algos.end()) {
     check(cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate");
@@ -147,9 +171,11 @@ bool cublaslt_linear(const KernelCall& call) {
     algo = ctx.algos.emplace(key, ok ? std::optional(heuristic.algo) : std::nullopt).first;
   }
   if (!algo->second) return false;  // no algorithm for this shape/epilogue: the caller takes the unfused path
+  const cublasLtMatmulAlgo_t chosen = *algo->second;
+  algos_lock.unlock();
   const float alpha = 1.0f, beta = 0.0f;
   check(cublasLtMatmul(ctx.handle, d.op, &alpha, w.data_ptr(), d.a, x.data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(), d.c,
-                       &*algo->second, ctx.workspace, ctx.workspace_bytes, stream),
+                       &chosen, ctx.workspace, ctx.workspace_bytes, stream),
         "cublasLtMatmul");
   return true;
 }

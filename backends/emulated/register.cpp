@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "../gpu/device_errors.h"
+#include "../gpu/error_arming.h"
 #include "../gpu/kernels.h"
 #include "execution.h"
 #include "streams.h"
@@ -20,9 +22,10 @@
 
 namespace tessera {
 namespace {
-// The error slots ("device memory" of each device) and whether a checking kernel ran since the last sync.
+// The error slots ("device memory" of each device) and the streams that queued a checking kernel
+// since the slot was last read.
 std::array<gpu::DeviceErrorSlot, emu::kMaxDevices> g_error_slots;
-std::array<std::atomic<bool>, emu::kMaxDevices> g_error_armed{};
+std::array<gpu::ArmedStreams, emu::kMaxDevices> g_error_armed;
 
 int device_count_from_env() {
   const char* e = std::getenv("TESSERA_EMU_DEVICES");
@@ -30,15 +33,16 @@ int device_count_from_env() {
   return n < 1 ? 1 : n > emu::kMaxDevices ? emu::kMaxDevices : n;
 }
 
-// The host waited for `device`: count it and raise what kernels reported since the last sync.
-void host_sync(int device) {
+// The host waited for the stream `synced` of `device` (ArmedStreams::whole_device(): for all of
+// them): count it and raise what that stream's kernels reported since the last read.
+void host_sync(int device, const void* synced) {
   if (emu::capture(device)) {
     const char* op = detail::current_op();
     throw Error(detail::concat("graph capture: ", op ? op : "a host read or synchronisation", " waits for emulated:", device,
                                " while its work is being captured (nothing captured has run yet; read results after replay())"));
   }
   detail::note_host_sync();
-  if (!g_error_armed[device].exchange(false)) return;
+  if (!g_error_armed[device].take(synced)) return;
   const gpu::DeviceErrorSlot s = g_error_slots[device];
   if (s.op == 0) return;
   g_error_slots[device] = {};
@@ -67,11 +71,11 @@ class EmulatedMemory final : public RawAllocator {
 
 class EmulatedStream final : public Stream {
  public:
-  explicit EmulatedStream(int device) : device_(device) {}
+  explicit EmulatedStream(int device) : device_(device), queue_(device) {}
   Device device() const override { return Device(DeviceType::emulated, device_); }
   void synchronize() override {
     emu::drain(&queue_);
-    host_sync(device_);
+    host_sync(device_, &queue_);
   }
   void wait(Event& event) override;
   emu::Queue& queue() { return queue_; }
@@ -122,6 +126,26 @@ class EmulatedGraph final : public GraphExec {
   emu::WorkList work_;
 };
 
+// Makes `device` the emulator's current device for a scope (copies submit to its streams).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) : previous_(std::exchange(emu::current_device(), device)) {}
+  ~DeviceScope() { emu::current_device() = previous_; }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_;
+};
+
+// Events for the allocator's cross-stream blocks: a marker in the stream's queue (the default
+// stream, tag nullptr, has already run everything submitted to it).
+StreamEventHooks emulated_event_hooks() {
+  return {[](const void* tag) -> std::shared_ptr<void> { return emu::record(const_cast<emu::Queue*>(static_cast<const emu::Queue*>(tag))); },
+          [](const std::shared_ptr<void>& e) { return emu::query(std::static_pointer_cast<emu::EventToken>(e)); },
+          [](const std::shared_ptr<void>& e) { emu::drain_until(std::static_pointer_cast<emu::EventToken>(e)); }};
+}
+
 class EmulatedBackend final : public Backend {
  public:
   EmulatedBackend() : count_(device_count_from_env()) {
@@ -141,6 +165,7 @@ class EmulatedBackend final : public Backend {
             return static_cast<const void*>(q);
           },
           [] { emu::drain(nullptr); });
+      allocators_.back()->set_event_hooks(emulated_event_hooks());
     }
     gpu::emulated::register_all(kernels_);
     emu::set_label_source([] { return detail::current_op(); });  // access counters file kernels under their op
@@ -165,25 +190,26 @@ class EmulatedBackend final : public Backend {
   // Host copies wait for the thread's current stream on the device (like the CUDA backend).
   void copy_from_host(void* dst, const void* src, size_t n, int d) override {
     emu::drain(emu::current_queue(d));
-    host_sync(d);
+    host_sync(d, emu::current_queue(d));
     std::memcpy(dst, src, n);
   }
   void copy_to_host(void* dst, const void* src, size_t n, int d) override {
     emu::drain(emu::current_queue(d));
-    host_sync(d);
+    host_sync(d, emu::current_queue(d));
     std::memcpy(dst, src, n);
   }
   void copy_on_device(void* dst, int dd, const void* src, int sd, size_t n) override {
-    if (dd == sd) {
-      emu::submit(emu::current_queue(dd), [dst, src, n] { std::memcpy(dst, src, n); });
-      return;
-    }
-    emu::drain(emu::current_queue(sd));  // a peer copy waits for its source, as in the CUDA backend
-    std::memcpy(dst, src, n);
+    // Ordered like the CUDA backend's: on the destination's current stream, after the source's
+    // current stream has reached the point of the call (an event), not at once.
+    std::shared_ptr<emu::EventToken> source_ready;
+    if (dd != sd) source_ready = emu::record(emu::current_queue(sd));
+    const DeviceScope scope(dd);
+    emu::wait(emu::current_queue(dd), source_ready);
+    emu::submit(emu::current_queue(dd), [dst, src, n] { std::memcpy(dst, src, n); });
   }
   void synchronize(int d) override {
     emu::drain(nullptr);
-    host_sync(d);
+    host_sync(d, gpu::ArmedStreams::whole_device());
   }
   Stream* set_current_stream(int d, Stream* stream) override {
     auto* es = stream ? dynamic_cast<EmulatedStream*>(stream) : nullptr;
@@ -225,6 +251,7 @@ class EmulatedBackend final : public Backend {
   void free_pinned(void* p) override { std::free(p); }
   void copy_from_host_async(void* dst, const void* src, size_t n, int, Stream& stream) override {
     auto* es = dynamic_cast<EmulatedStream*>(&stream);
+    const DeviceScope scope(es ? es->device().index : emu::current_device());
     emu::submit(es ? &es->queue() : nullptr, [dst, src, n] { std::memcpy(dst, src, n); });
   }
   std::vector<std::pair<std::string, std::string>> build_info() const override {
@@ -245,7 +272,7 @@ thread_local std::array<std::unique_ptr<emu::WorkList>, emu::kMaxDevices> Emulat
 
 namespace gpu::emulated {
 DeviceErrorSlot* device_error_slot(int device) {
-  g_error_armed.at(static_cast<size_t>(device)) = true;
+  g_error_armed.at(static_cast<size_t>(device)).arm(emu::current_queue(device));
   return &g_error_slots.at(static_cast<size_t>(device));
 }
 }  // namespace gpu::emulated

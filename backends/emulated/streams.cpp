@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <utility>
 
 #include "execution.h"
 #include "tessera/error.h"
@@ -69,7 +70,7 @@ bool step(Scheduler& s) {
 }
 }  // namespace
 
-Queue::Queue() {
+Queue::Queue(int device) : device_(device) {
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);
   id_ = s.next_id++;
@@ -156,6 +157,10 @@ void submit(Queue* q, std::function<void()> work) {
     work();
     return;
   }
+  if (q->device() != current_device()) {
+    throw Error(detail::concat("emulated: work for emulated:", current_device(), " submitted to a stream of emulated:", q->device(),
+                               " (invalid resource handle: a stream belongs to the device it was created on)"));
+  }
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);
   s.queues[q->id()].push_back(Item{std::move(work), nullptr, nullptr});
@@ -194,6 +199,33 @@ void wait(Queue* q, std::shared_ptr<EventToken> token) {
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);
   s.queues[q->id()].push_back(Item{{}, nullptr, std::move(token)});
+}
+
+bool query(const std::shared_ptr<EventToken>& token) {
+  if (!token) return true;
+  Scheduler& s = scheduler();
+  std::lock_guard lock(s.mutex);
+  return token->done;
+}
+
+namespace {
+thread_local std::pair<LastError, std::string> t_last_error{LastError::success, {}};
+}  // namespace
+
+void set_last_error(LastError code, std::string text) { t_last_error = {code, std::move(text)}; }
+
+std::pair<LastError, std::string> take_last_error() { return std::exchange(t_last_error, {LastError::success, {}}); }
+
+void clear_stale_error() {
+  if (t_last_error.first == LastError::success) return;
+  auto [code, text] = take_last_error();
+  if (code == LastError::not_ready) return;
+  throw Error("gpu: an earlier call failed and its error was not read: " + text + " (found before a kernel launch, which did not run)");
+}
+
+void check_launch() {
+  if (t_last_error.first == LastError::success) return;
+  throw Error("gpu: kernel launch failed: " + take_last_error().second);
 }
 
 void drain_until(const std::shared_ptr<EventToken>& token) {

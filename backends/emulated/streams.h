@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::emu {
@@ -20,17 +22,19 @@ struct EventToken {
   double when_ms = 0;  // host time when it was reached
 };
 
-/** One emulated stream's queue. Destroying it first runs what it still holds. */
+/** One emulated stream's queue on one device. Destroying it first runs what it still holds. */
 class Queue {
  public:
-  Queue();
+  explicit Queue(int device);
   ~Queue();
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
   int id() const { return id_; }
+  int device() const { return device_; }
 
  private:
   int id_;
+  int device_;
 };
 
 /** Emulated devices (TESSERA_EMU_DEVICES, 1..8, default 2). */
@@ -48,7 +52,8 @@ void remove_allocation(const void* p);
 int owner(const void* p);
 /** Throws tessera::Error when p is memory of a device other than the current one. */
 void check_argument(const void* p);
-/** Runs `work` now (q == nullptr) or appends it to q. */
+/** Runs `work` now (q == nullptr) or appends it to q. Throws, as CUDA and HIP fail a launch
+ *  with "invalid resource handle", when q belongs to another device than the current one. */
 void submit(Queue* q, std::function<void()> work);
 /** Runs queued work until q is empty (nullptr: until every queue is empty). */
 void drain(Queue* q);
@@ -56,6 +61,8 @@ void drain(Queue* q);
 std::shared_ptr<EventToken> record(Queue* q);
 /** q's later work starts only after `token` is reached (nullptr: no wait, like an unrecorded event). */
 void wait(Queue* q, std::shared_ptr<EventToken> token);
+/** Whether `token` was reached, without running anything (cudaEventQuery). */
+bool query(const std::shared_ptr<EventToken>& token);
 /** Runs queued work until `token` is reached. */
 void drain_until(const std::shared_ptr<EventToken>& token);
 /** Graph capture: while a list is set for `device` on the calling thread, work submitted for the
@@ -63,6 +70,20 @@ void drain_until(const std::shared_ptr<EventToken>& token);
 using WorkList = std::vector<std::function<void()>>;
 void set_capture(int device, WorkList* list);
 WorkList* capture(int device);
+/**
+ * The calling thread's latched "last error", as cudaGetLastError / hipGetLastError keep it: a
+ * call that failed without its error being read leaves it for whoever asks next (ROCm 7 also
+ * latches NotReady from event polling). gpu::launch reads it before launching, so such an error
+ * is never blamed on the kernel that happens to come next.
+ */
+enum class LastError { success, not_ready, failure };
+void set_last_error(LastError code, std::string text);
+/** Returns and clears the latched error and its text. */
+std::pair<LastError, std::string> take_last_error();
+/** gpu::launch's two checks: before (a NotReady is dropped, another error reported as an earlier
+ *  call's) and after (an error latched by the launch itself is the kernel's). */
+void clear_stale_error();
+void check_launch();
 /** Work queued now in all streams (for tests). */
 size_t pending_work();
 

@@ -4,6 +4,7 @@
 // retried once, then tessera::OutOfMemory carries the stats), per-thread current streams
 // (StreamGuard), copies ordered on the current stream including peer copies, and the kernel
 // table of this source tree.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common.h"
+#include "error_arming.h"
 #include "kernels.h"
 #include "tessera/backend/annotator.h"
 #include "tessera/backend/backend.h"
@@ -35,6 +37,28 @@ class DeviceScope {
   int previous_ = 0;
 };
 
+// Process groups (NCCL/RCCL) wait for their outstanding collectives under the collective deadline
+// before anything waits on the whole device: a collective whose peer never arrives would make
+// cudaDeviceSynchronize or cudaFree block forever.
+struct DeviceSyncHooks {
+  std::mutex mutex;
+  std::vector<void (*)(int)> hooks;
+  std::atomic<bool> any{false};
+};
+DeviceSyncHooks& device_sync_hooks() {
+  static auto* h = new DeviceSyncHooks;
+  return *h;
+}
+void before_device_sync(int device) {
+  if (!device_sync_hooks().any.load(std::memory_order_acquire)) return;
+  std::vector<void (*)(int)> hooks;
+  {
+    std::lock_guard lock(device_sync_hooks().mutex);
+    hooks = device_sync_hooks().hooks;
+  }
+  for (auto* hook : hooks) hook(device);
+}
+
 class DeviceMemory final : public RawAllocator {
  public:
   explicit DeviceMemory(int device) : device_(device) {}
@@ -48,6 +72,7 @@ class DeviceMemory final : public RawAllocator {
     return p;
   }
   void raw_free(void* p) override {
+    before_device_sync(device_);  // cudaFree waits for the device
     const DeviceScope scope(device_);
     (void)vendor::release(p);
   }
@@ -64,9 +89,9 @@ class VendorStream final : public Stream {
     const DeviceScope scope(device.index);
     TESSERA_GPU_CHECK(vendor::stream_create(&stream_));
   }
-  ~VendorStream() override { (void)vendor::stream_destroy(stream_); }
+  ~VendorStream() override;
   Device device() const override { return device_; }
-  void synchronize() override { TESSERA_GPU_CHECK(vendor::stream_synchronize(stream_)); }
+  void synchronize() override;
   const void* tag() const override { return stream_; }
   void wait(Event& event) override;
   vendor::StreamHandle handle() const { return stream_; }
@@ -100,6 +125,64 @@ class VendorEvent final : public Event {
   vendor::EventHandle event_{};
 };
 
+// What the caching allocator files a block under: the stream handle, except for the per-thread
+// default stream, whose handle is the same value on every thread although each thread's is a
+// different queue: there the tag is per thread, so a block freed by one thread's default-stream
+// work is reused only by that thread's (stream-ordered) work. Every thread's tag is remembered,
+// so an event is never recorded into another thread's default stream by mistake.
+struct DefaultStreamTags {
+  std::mutex mutex;
+  std::vector<const void*> tags;
+};
+DefaultStreamTags& default_stream_tags() {
+  static auto* t = new DefaultStreamTags;  // never destroyed: threads may end during static teardown
+  return *t;
+}
+const void* own_default_tag() {
+  thread_local const char tag = 0;
+  thread_local const bool registered = [] {
+    std::lock_guard lock(default_stream_tags().mutex);
+    default_stream_tags().tags.push_back(&tag);
+    return true;
+  }();
+  (void)registered;
+  return &tag;
+}
+bool is_default_stream_tag(const void* tag) {
+  std::lock_guard lock(default_stream_tags().mutex);
+  const auto& t = default_stream_tags().tags;
+  return std::find(t.begin(), t.end(), tag) != t.end();
+}
+const void* stream_tag(vendor::StreamHandle s) {
+  return s == vendor::default_stream() ? own_default_tag() : static_cast<const void*>(s);
+}
+
+// Events for the allocator's cross-stream blocks on device `d` (allocator.h). The tag of another
+// thread's default stream cannot be recorded into from here: such a block waits for a device sync.
+StreamEventHooks vendor_event_hooks(int d) {
+  return {[d](const void* tag) -> std::shared_ptr<void> {
+            vendor::StreamHandle s{};
+            if (tag == own_default_tag()) s = vendor::default_stream();
+            else if (is_default_stream_tag(tag)) return nullptr;
+            else s = static_cast<vendor::StreamHandle>(const_cast<void*>(tag));
+            const DeviceScope scope(d);
+            vendor::EventHandle e{};
+            if (!ok(vendor::event_create(&e))) return (void)last_error(), nullptr;
+            if (!ok(vendor::event_record(e, s))) {
+              (void)last_error();
+              (void)vendor::event_destroy(e);
+              return nullptr;
+            }
+            return std::shared_ptr<void>(static_cast<void*>(e), [](void* p) { (void)vendor::event_destroy(static_cast<vendor::EventHandle>(p)); });
+          },
+          [](const std::shared_ptr<void>& e) {
+            if (ok(vendor::event_query(static_cast<vendor::EventHandle>(e.get())))) return true;
+            (void)last_error();  // NotReady is latched on some runtimes: not the next launch's error
+            return false;
+          },
+          [](const std::shared_ptr<void>& e) { (void)vendor::event_synchronize(static_cast<vendor::EventHandle>(e.get())); }};
+}
+
 // Per-device error slots in device memory (device_errors.h), allocated on first use. A slot is
 // read back at a host sync only when a checking kernel was launched since the last read.
 // An instantiated CUDA graph / hipGraph, launched on the thread's current stream.
@@ -128,10 +211,11 @@ class VendorGraph final : public GraphExec {
 
 class ErrorSlots {
  public:
-  static constexpr int kMaxDevices = 64;
+  static constexpr int kMaxDevices = vendor::kMaxDevices;
+  // A checking kernel is about to be queued on the current stream of `d`.
   DeviceErrorSlot* arm(int d) {
     TESSERA_CHECK(d >= 0 && d < kMaxDevices, "device_error_slot", "device index ", d, " out of range");
-    armed_[d] = true;
+    armed_[d].arm(stream_tag(vendor::current_stream(d)));
     if (DeviceErrorSlot* s = slots_[d].load(std::memory_order_acquire)) return s;  // every launch after the first
     std::lock_guard lock(mutex_);
     if (!slots_[d].load()) {
@@ -144,23 +228,63 @@ class ErrorSlots {
     }
     return slots_[d].load();
   }
-  // Call after the host has waited for the device's work: throws what a kernel reported.
-  void check(int d) {
-    if (d < 0 || d >= kMaxDevices || !armed_[d].exchange(false) || !slots_[d].load()) return;
+  // Call after the host has waited for the stream `synced` (nullptr: the whole device): throws
+  // what a kernel reported; kernels of streams not waited for stay armed.
+  void check(int d, const vendor::StreamHandle* synced) {
+    if (d < 0 || d >= kMaxDevices || !slots_[d].load()) return;
+    if (!armed_[d].take(synced ? stream_tag(*synced) : ArmedStreams::whole_device())) return;
+    const DeviceScope scope(d);
     DeviceErrorSlot s{};
-    TESSERA_GPU_CHECK(vendor::to_host(&s, slots_[d].load(), sizeof s));
+    // Read on the synced stream: a legacy-stream copy is not ordered after non-blocking streams.
+    const vendor::StreamHandle on = synced ? *synced : vendor::current_stream(d);
+    TESSERA_GPU_CHECK(vendor::to_host_async(&s, slots_[d].load(), sizeof s, on));
+    TESSERA_GPU_CHECK(vendor::stream_synchronize(on));
     if (s.op == 0) return;
     const DeviceErrorSlot zero{};
-    TESSERA_GPU_CHECK(vendor::to_device(slots_[d].load(), &zero, sizeof zero));
+    TESSERA_GPU_CHECK(vendor::to_device_async(slots_[d].load(), &zero, sizeof zero, on));
+    TESSERA_GPU_CHECK(vendor::stream_synchronize(on));
     throw Error(device_error_message(s));
   }
 
  private:
   std::mutex mutex_;
   std::atomic<DeviceErrorSlot*> slots_[kMaxDevices] = {};
-  std::atomic<bool> armed_[kMaxDevices] = {};
+  ArmedStreams armed_[kMaxDevices];
 };
 ErrorSlots g_error_slots;
+
+// Vendor libraries keep per-stream state (cuBLASLt workspaces): they are told when a stream goes.
+struct StreamReleaseHooks {
+  std::mutex mutex;
+  std::vector<void (*)(const void*)> hooks;
+};
+StreamReleaseHooks& stream_release_hooks() {
+  static auto* h = new StreamReleaseHooks;
+  return *h;
+}
+
+VendorStream::~VendorStream() {
+  std::vector<void (*)(const void*)> hooks;
+  {
+    std::lock_guard lock(stream_release_hooks().mutex);
+    hooks = stream_release_hooks().hooks;
+  }
+  if (!hooks.empty()) {
+    try {
+      const DeviceScope scope(device_.index);
+      (void)vendor::stream_synchronize(stream_);  // its queued kernels may still use the state
+      for (auto* hook : hooks) hook(stream_);
+    } catch (...) {
+      // A failing device at stream teardown: the state leaks rather than the destructor throwing.
+    }
+  }
+  (void)vendor::stream_destroy(stream_);
+}
+
+void VendorStream::synchronize() {
+  TESSERA_GPU_CHECK(vendor::stream_synchronize(stream_));
+  g_error_slots.check(device_.index, &stream_);
+}
 
 void VendorStream::wait(Event& event) {
   auto* ve = dynamic_cast<VendorEvent*>(&event);
@@ -168,16 +292,7 @@ void VendorStream::wait(Event& event) {
   TESSERA_GPU_CHECK(vendor::stream_wait_event(stream_, ve->handle()));
 }
 
-thread_local Stream* t_current_stream = nullptr;  // the Stream object behind vendor::current_stream()
-
-// What the caching allocator files a block under: the stream handle, except for the per-thread
-// default stream, whose handle is the same value on every thread although each thread's is a
-// different queue: there the tag is per thread, so a block freed by one thread's default-stream
-// work is reused only by that thread's (stream-ordered) work.
-const void* stream_tag(vendor::StreamHandle s) {
-  thread_local const char per_thread = 0;
-  return s == vendor::default_stream() ? static_cast<const void*>(&per_thread) : static_cast<const void*>(s);
-}
+thread_local Stream* t_current_stream[vendor::kMaxDevices] = {};  // the Stream objects behind vendor::current_stream(d)
 
 class DeviceBackend final : public Backend {
  public:
@@ -195,11 +310,13 @@ class DeviceBackend final : public Backend {
       memory_.push_back(std::make_unique<DeviceMemory>(i));
       allocators_.push_back(std::make_unique<CachingAllocator>(std::string(name) + ":" + std::to_string(i), *memory_.back()));
       // Blocks are reused only on the stream they were allocated on (see allocator.h).
-      allocators_.back()->set_stream_hooks([] { return stream_tag(vendor::current_stream()); },
+      allocators_.back()->set_stream_hooks([i] { return stream_tag(vendor::current_stream(i)); },
                                            [i] {
+                                             before_device_sync(i);
                                              const DeviceScope scope(i);
                                              TESSERA_GPU_CHECK(vendor::synchronize());
                                            });
+      allocators_.back()->set_event_hooks(vendor_event_hooks(i));
     }
     register_all(kernels_);
     if (customize) customize(kernels_);  // vendor libraries replacing kernels (cuBLAS)
@@ -226,31 +343,46 @@ class DeviceBackend final : public Backend {
   // host buffer is free (or filled) when they return.
   void copy_from_host(void* dst, const void* src, size_t n, int d) override {
     const DeviceScope scope(d);
-    TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vendor::current_stream()));
-    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
+    TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vendor::current_stream(d)));
+    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream(d)));
     detail::note_host_sync();
-    g_error_slots.check(d);
+    g_error_slots.check(d, &vendor::current_stream(d));
   }
   void copy_to_host(void* dst, const void* src, size_t n, int d) override {
     const DeviceScope scope(d);
-    TESSERA_GPU_CHECK(vendor::to_host_async(dst, src, n, vendor::current_stream()));
-    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));
+    TESSERA_GPU_CHECK(vendor::to_host_async(dst, src, n, vendor::current_stream(d)));
+    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream(d)));
     detail::note_host_sync();
-    g_error_slots.check(d);
+    g_error_slots.check(d, &vendor::current_stream(d));
   }
   void copy_on_device(void* dst, int dd, const void* src, int sd, size_t n) override {
     if (dd == sd) {
-      TESSERA_GPU_CHECK(vendor::on_device_async(dst, src, n, vendor::current_stream()));
+      const DeviceScope scope(dd);
+      TESSERA_GPU_CHECK(vendor::on_device_async(dst, src, n, vendor::current_stream(dd)));
       return;
     }
-    TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream()));  // the source is complete
-    TESSERA_GPU_CHECK(vendor::peer(dst, dd, src, sd, n));
+    // Ordered on the current streams, not the legacy stream (which non-blocking streams do not
+    // wait for): the destination's stream waits for the source's work queued so far, then copies.
+    vendor::EventHandle ready{};
+    {
+      const DeviceScope scope(sd);
+      TESSERA_GPU_CHECK(vendor::event_create(&ready));
+      const VendorError e = vendor::event_record(ready, vendor::current_stream(sd));
+      if (!ok(e)) (void)vendor::event_destroy(ready);
+      TESSERA_GPU_CHECK(e);
+    }
+    const DeviceScope scope(dd);
+    VendorError e = vendor::stream_wait_event(vendor::current_stream(dd), ready);
+    if (ok(e)) e = vendor::peer_async(dst, dd, src, sd, n, vendor::current_stream(dd));
+    (void)vendor::event_destroy(ready);  // released once the wait is done
+    TESSERA_GPU_CHECK(e);
   }
   void synchronize(int d) override {
+    before_device_sync(d);
     const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::synchronize());
     detail::note_host_sync();
-    g_error_slots.check(d);
+    g_error_slots.check(d, nullptr);
   }
   int set_current_device(int d) override {
     int previous = 0;
@@ -261,10 +393,11 @@ class DeviceBackend final : public Backend {
   Stream* set_current_stream(int d, Stream* stream) override {
     auto* vs = stream ? dynamic_cast<VendorStream*>(stream) : nullptr;
     TESSERA_CHECK(!stream || vs, "StreamGuard", "stream does not belong to the ", name_, " backend");
-    const DeviceScope scope(d);
-    Stream* previous = t_current_stream;
-    t_current_stream = stream;
-    vendor::current_stream() = vs ? vs->handle() : vendor::default_stream();
+    TESSERA_CHECK(!vs || vs->device().index == d, "StreamGuard", "stream of ", vs ? vs->device().str() : "", " made current on ",
+                  name_, ":", d);
+    Stream* previous = t_current_stream[d];
+    t_current_stream[d] = stream;
+    vendor::current_stream(d) = vs ? vs->handle() : vendor::default_stream();
     return previous;
   }
   std::unique_ptr<Stream> new_stream(int d) override { return std::make_unique<VendorStream>(Device(type_, d)); }
@@ -286,50 +419,53 @@ class DeviceBackend final : public Backend {
   std::vector<NondeterministicOp> nondeterministic_ops() const override { return gpu::nondeterministic_ops(); }
   std::unique_ptr<Event> record_profiler_event(int d, const void** tag) override {
     auto e = std::make_unique<VendorEvent>(d);
-    TESSERA_GPU_CHECK(vendor::event_record(e->handle(), vendor::current_stream()));
-    *tag = stream_tag(vendor::current_stream());
+    const DeviceScope scope(d);
+    TESSERA_GPU_CHECK(vendor::event_record(e->handle(), vendor::current_stream(d)));
+    *tag = stream_tag(vendor::current_stream(d));
     return e;
   }
 
   // Graph capture on a private stream (the per-thread default stream cannot be captured) that
-  // first waits for the thread's current stream; the current stream is restored at the end.
+  // first waits for the thread's current stream; the current stream is restored at the end. One
+  // capture stream per thread and device, reused: a new stream per capture would also make new
+  // vendor-library state (cuBLASLt workspaces) for each graph.
   bool supports_graphs() const override { return true; }
   void begin_capture(int d) override {
     const DeviceScope scope(d);
     Capture& c = t_captures[d];
-    TESSERA_CHECK(!c.stream, "graph capture", name_, ":", d, " is already capturing on this thread");
-    c.previous = vendor::current_stream();
-    TESSERA_GPU_CHECK(vendor::stream_create(&c.stream));
+    TESSERA_CHECK(!c.active, "graph capture", name_, ":", d, " is already capturing on this thread");
+    if (!c.stream) TESSERA_GPU_CHECK(vendor::stream_create(&c.stream));
+    c.previous = vendor::current_stream(d);
     vendor::EventHandle ready;
     TESSERA_GPU_CHECK(vendor::event_create(&ready));
-    TESSERA_GPU_CHECK(vendor::event_record(ready, c.previous));
-    TESSERA_GPU_CHECK(vendor::stream_wait_event(c.stream, ready));
+    VendorError e = vendor::event_record(ready, c.previous);
+    if (ok(e)) e = vendor::stream_wait_event(c.stream, ready);
     (void)vendor::event_destroy(ready);
-    vendor::current_stream() = c.stream;
-    const VendorError e = vendor::begin_capture(c.stream);
+    TESSERA_GPU_CHECK(e);
+    vendor::current_stream(d) = c.stream;
+    e = vendor::begin_capture(c.stream);
     if (!ok(e)) {
-      vendor::current_stream() = c.previous;
-      (void)vendor::stream_destroy(c.stream);
-      c.stream = nullptr;
+      vendor::current_stream(d) = c.previous;
       TESSERA_GPU_CHECK(e);
     }
+    c.active = true;
   }
   std::unique_ptr<GraphExec> end_capture(int d) override {
     const DeviceScope scope(d);
     Capture& c = t_captures[d];
-    TESSERA_CHECK(c.stream, "graph capture", name_, ":", d, " is not capturing on this thread");
+    TESSERA_CHECK(c.active, "graph capture", name_, ":", d, " is not capturing on this thread");
     vendor::GraphHandle graph = nullptr;
     const VendorError e = vendor::end_capture(c.stream, &graph);
-    vendor::current_stream() = c.previous;
-    (void)vendor::stream_destroy(c.stream);
-    c.stream = nullptr;
+    vendor::current_stream(d) = c.previous;
+    c.active = false;
     TESSERA_GPU_CHECK(e);
     return std::make_unique<VendorGraph>(graph);
   }
 
  private:
   struct Capture {
-    vendor::StreamHandle stream = nullptr, previous = nullptr;
+    vendor::StreamHandle stream = nullptr, previous = nullptr;  // the stream lives until the process ends
+    bool active = false;
   };
   static thread_local Capture t_captures[64];
 
@@ -347,6 +483,19 @@ DeviceErrorSlot* device_error_slot(int device) { return g_error_slots.arm(device
 
 /** The calling thread's current vendor stream (for vendor libraries called from host files). */
 vendor::StreamHandle current_vendor_stream() { return vendor::current_stream(); }
+/** Its key for per-stream state: per thread for the per-thread default stream (stream_tag). */
+const void* current_stream_key() { return stream_tag(vendor::current_stream()); }
+/** `hook(device)` runs before every device-wide wait on `device`. */
+void add_device_sync_hook(void (*hook)(int device)) {
+  std::lock_guard lock(device_sync_hooks().mutex);
+  device_sync_hooks().hooks.push_back(hook);
+  device_sync_hooks().any.store(true, std::memory_order_release);
+}
+/** `hook(stream_key)` runs when a stream is destroyed, after its work finished. */
+void add_stream_release_hook(void (*hook)(const void* stream_key)) {
+  std::lock_guard lock(stream_release_hooks().mutex);
+  stream_release_hooks().hooks.push_back(hook);
+}
 
 std::unique_ptr<Backend> make_device_backend(const char* name, DeviceType type, const char* targets,
                                              void (*customize)(KernelTable&)) {

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "mma_gate.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/convert.h"
 #include "tc_gemm.h"
@@ -107,6 +108,11 @@ void bias_activation(Tensor& out, const Tensor& bias, Activation act) {
   });
 }
 
+#if defined(__CUDACC__) && !defined(__HIPCC__)
+// Compiled with the same targets as the MMA kernels: its attributes say what the device loads.
+__global__ void mma_probe_kernel() {}
+#endif
+
 MmaKind device_mma_kind() {
   static const bool disabled = [] {
     const char* v = std::getenv("TESSERA_GPU_TENSOR_CORES");
@@ -121,8 +127,7 @@ MmaKind device_mma_kind() {
   if (d != cached_device) {
     DeviceProps p;
     TESSERA_GPU_CHECK(vendor::properties(d, p));
-    const bool cdna = p.arch.rfind("gfx90a", 0) == 0 || p.arch.rfind("gfx94", 0) == 0;
-    cached = cdna && p.warp == 64 ? MmaKind::mfma_16x16x16 : MmaKind::none;
+    cached = gate::hip_mfma_usable(p.arch, p.warp) ? MmaKind::mfma_16x16x16 : MmaKind::none;
     cached_device = d;
   }
   return cached;
@@ -132,9 +137,13 @@ MmaKind device_mma_kind() {
   int d = 0;
   TESSERA_GPU_CHECK(vendor::get_device(&d));
   if (d != cached_device) {
-    int major = 0;
+    int major = 0, minor = 0;
     TESSERA_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
-    cached = major >= 8 ? MmaKind::mma_sync_16x8x16 : MmaKind::none;
+    TESSERA_GPU_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d));
+    // The code object this device runs (SASS, or PTX JIT-compiled): its virtual architecture.
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, mma_probe_kernel) != cudaSuccess) (void)last_error(), attr.ptxVersion = 0;
+    cached = gate::cuda_mma_usable(major * 10 + minor, attr.ptxVersion) ? MmaKind::mma_sync_16x8x16 : MmaKind::none;
     cached_device = d;
   }
   return cached;

@@ -79,6 +79,17 @@ inline VendorError last_error() { return cudaGetLastError(); }
                                                        ::tessera::gpu::error_text(tessera_e_)));          \
   } while (0)
 inline void check_launch() { TESSERA_GPU_CHECK(last_error()); }
+/**
+ * Before a launch: the runtime keeps the first unread error of earlier calls (an ignored return
+ * value, a latched NotReady from event polling on ROCm 7) and check_launch would blame it on
+ * this kernel. NotReady is no failure and is dropped; anything else is reported as what it is.
+ */
+inline void clear_stale_error(VendorError not_ready_code) {
+  const VendorError e = last_error();
+  if (ok(e) || e == not_ready_code) return;
+  throw ::tessera::Error(::tessera::detail::concat("gpu: an earlier call failed and its error was not read: ", error_text(e),
+                                                   " (found before a kernel launch, which did not run)"));
+}
 
 /** Device properties the backend reports. */
 struct DeviceProps {
@@ -122,7 +133,6 @@ inline VendorError release(void* p) { return hipFree(p); }
 inline VendorError to_device(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyHostToDevice); }
 inline VendorError to_host(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyDeviceToHost); }
 inline VendorError on_device(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyDeviceToDevice); }
-inline VendorError peer(void* d, int dd, const void* s, int sd, size_t n) { return hipMemcpyPeer(d, dd, s, sd, n); }
 inline VendorError synchronize() { return hipDeviceSynchronize(); }
 inline VendorError runtime_version(int* v) { return hipRuntimeGetVersion(v); }
 using StreamHandle = hipStream_t;
@@ -147,6 +157,11 @@ inline VendorError to_host_async(void* d, const void* s, size_t n, StreamHandle 
 inline VendorError on_device_async(void* d, const void* s, size_t n, StreamHandle st) {
   return hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st);
 }
+inline VendorError peer_async(void* d, int dd, const void* s, int sd, size_t n, StreamHandle st) {
+  return hipMemcpyPeerAsync(d, dd, s, sd, n, st);
+}
+inline VendorError event_query(EventHandle e) { return hipEventQuery(e); }
+inline bool not_ready(VendorError e) { return e == hipErrorNotReady; }
 using GraphHandle = hipGraph_t;
 using GraphExecHandle = hipGraphExec_t;
 inline VendorError begin_capture(StreamHandle s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
@@ -175,7 +190,6 @@ inline VendorError release(void* p) { return cudaFree(p); }
 inline VendorError to_device(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyHostToDevice); }
 inline VendorError to_host(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost); }
 inline VendorError on_device(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDeviceToDevice); }
-inline VendorError peer(void* d, int dd, const void* s, int sd, size_t n) { return cudaMemcpyPeer(d, dd, s, sd, n); }
 inline VendorError synchronize() { return cudaDeviceSynchronize(); }
 inline VendorError runtime_version(int* v) { return cudaRuntimeGetVersion(v); }
 using StreamHandle = cudaStream_t;
@@ -200,6 +214,11 @@ inline VendorError to_host_async(void* d, const void* s, size_t n, StreamHandle 
 inline VendorError on_device_async(void* d, const void* s, size_t n, StreamHandle st) {
   return cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st);
 }
+inline VendorError peer_async(void* d, int dd, const void* s, int sd, size_t n, StreamHandle st) {
+  return cudaMemcpyPeerAsync(d, dd, s, sd, n, st);
+}
+inline VendorError event_query(EventHandle e) { return cudaEventQuery(e); }
+inline bool not_ready(VendorError e) { return e == cudaErrorNotReady; }
 using GraphHandle = cudaGraph_t;
 using GraphExecHandle = cudaGraphExec_t;
 inline VendorError begin_capture(StreamHandle s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
@@ -231,13 +250,32 @@ inline StreamHandle default_stream() {
 #endif
 }
 
+/** Device indices the per-thread stream table covers. */
+inline constexpr int kMaxDevices = 64;
+
 /**
- * The calling thread's current stream (StreamGuard); its default stream when none is set.
- * Kernels, copies and vendor-library calls of this thread are queued on it.
+ * The calling thread's current stream on `device` (StreamGuard); its default stream when none
+ * is set. One per device: a stream belongs to the device it was created on, and a launch on
+ * device 1 into device 0's stream fails ("invalid resource handle").
  */
+inline StreamHandle& current_stream(int device) {
+  struct Table {
+    StreamHandle streams[kMaxDevices];
+    Table() {
+      for (auto& s : streams) s = default_stream();
+    }
+  };
+  thread_local Table table;
+  if (device < 0 || device >= kMaxDevices) throw Error(detail::concat("gpu: device index ", device, " out of range"));
+  return table.streams[device];
+}
+
+/** The current stream on the calling thread's current device: kernels, copies and
+ *  vendor-library calls of this thread are queued on it. */
 inline StreamHandle& current_stream() {
-  thread_local StreamHandle stream = default_stream();
-  return stream;
+  int d = 0;
+  if (!ok(get_device(&d))) throw Error(detail::concat("gpu: querying the current device failed: ", error_text(last_error())));
+  return current_stream(d);
 }
 }  // namespace vendor
 
@@ -321,6 +359,11 @@ template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes, bool cooperative, Args... args) {
 #if defined(__CUDACC__) || defined(__HIPCC__)
   (void)cooperative;
+#if defined(__HIPCC__)
+  clear_stale_error(hipErrorNotReady);
+#else
+  clear_stale_error(cudaErrorNotReady);
+#endif
   kernel<<<dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), shared_bytes, vendor::current_stream()>>>(
       static_cast<KArgs>(args)...);
   check_launch();
@@ -332,8 +375,11 @@ void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes
   (check(args), ...);
   // By value: on an emulated user stream the launch runs later, like a queued GPU kernel. The
   // arguments are read from the closure before kernel_entry (parameter space, not global memory).
+  // Like the hardware path: an error latched by an earlier call is not this launch's.
+  emu::clear_stale_error();
   emu::launch([=] { emu::enter_kernel(kernel, static_cast<KArgs>(args)...); }, {grid.x, grid.y, grid.z},
               {block.x, block.y, block.z}, shared_bytes, cooperative, reinterpret_cast<const void*>(kernel));
+  emu::check_launch();
 #endif
 }
 

@@ -11,7 +11,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "../gpu/vendor_blas.h"
@@ -31,15 +30,25 @@ void check(rocblas_status s, const char* what) {
   if (s != rocblas_status_success) throw Error(detail::concat(what, " failed: ", rocblas_status_to_string(s)));
 }
 
+// The calling thread's handle for `device`, pointed at its current stream. One handle per
+// (thread, device), as cuBLAS handles are here (backends/cuda/handle_cache.h): a shared handle
+// re-pointed with rocblas_set_stream by one thread while another's GEMM is being enqueued on it
+// sends that GEMM to the wrong stream. Handles live until the process ends (destroying them in
+// static teardown races the HIP runtime's own).
 rocblas_handle handle(int device) {
-  static std::mutex m;
-  static std::vector<rocblas_handle> handles;
-  std::lock_guard lock(m);
+  thread_local std::vector<rocblas_handle> handles;
   if (static_cast<int>(handles.size()) <= device) handles.resize(static_cast<size_t>(device) + 1, nullptr);
   if (!handles[device]) {
-    if (hipSetDevice(device) != hipSuccess) throw Error("rocblas: hipSetDevice failed");
-    check(rocblas_create_handle(&handles[device]), "rocblas_create_handle");
+    int previous = 0;
+    if (hipGetDevice(&previous) != hipSuccess || hipSetDevice(device) != hipSuccess) {
+      (void)hipGetLastError();
+      throw Error(detail::concat("rocblas: hipSetDevice(", device, ") failed"));
+    }
+    const rocblas_status st = rocblas_create_handle(&handles[device]);
+    (void)hipSetDevice(previous);
+    check(st, "rocblas_create_handle");
   }
+  check(rocblas_set_stream(handles[device], gpu::hip::current_vendor_stream()), "rocblas_set_stream");  // only this thread uses it
   return handles[device];
 }
 
@@ -62,8 +71,7 @@ bool rocblas_gemm(const vendor_blas::Gemm& g) {
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   const auto op = [](vendor_blas::Op o) { return o == vendor_blas::Op::N ? rocblas_operation_none : rocblas_operation_transpose; };
-  rocblas_handle h = handle(g.device);
-  check(rocblas_set_stream(h, gpu::hip::current_vendor_stream()), "rocblas_set_stream");  // the thread's StreamGuard stream
+  rocblas_handle h = handle(g.device);  // on the thread's current (StreamGuard) stream
   check(rocblas_gemm_strided_batched_ex(h, op(g.op_a), op(g.op_b), g.m, g.n, g.k, alpha, g.a, data, g.lda, g.stride_a, g.b,
                                         data, g.ldb, g.stride_b, beta, g.c, data, g.ldc, g.stride_c, g.c, data, g.ldc, g.stride_c, g.batch,
                                         compute, rocblas_gemm_algo_standard, 0, 0),

@@ -44,38 +44,49 @@ void* CachingAllocator::allocate(size_t nbytes) {
   std::lock_guard lock(mutex_);
   if (capture_pool_ && std::this_thread::get_id() == capture_thread_) stream = capture_pool_;
   ++stats_.allocation_count;
+  if (!pending_blocks_.empty()) reclaim_pending_locked(false);  // cheap polls: blocks come back once their streams passed
   Block block{};
   bool found = false;
   // Reuse a cached block of the same guard mode and stream, no more than twice the size we need.
   // Not inside a guarded capture: the guards are written now, by the host, but the captured
   // kernels of the block's previous owner run later, at replay, and would trample them.
   const bool reuse = !(guards_ && stream && stream == capture_pool_);
-  for (auto it = free_blocks_.lower_bound(bucket); reuse && it != free_blocks_.end() && it->first <= 2 * bucket; ++it) {
-    if (it->second.guarded == guards_ && it->second.stream == stream) {
-      block = it->second;
-      free_blocks_.erase(it);
-      found = true;
-      ++stats_.cache_hits;
-      break;
+  const auto take_cached = [&] {
+    for (auto it = free_blocks_.lower_bound(bucket); reuse && it != free_blocks_.end() && it->first <= 2 * bucket; ++it) {
+      if (it->second.guarded == guards_ && it->second.stream == stream) {
+        block = it->second;
+        free_blocks_.erase(it);
+        found = true;
+        ++stats_.cache_hits;
+        return;
+      }
     }
+  };
+  take_cached();
+  const auto over_limit = [&] { return stats_.limit_bytes && stats_.reserved_bytes + static_cast<int64_t>(bucket) > stats_.limit_bytes; };
+  if (!found && over_limit() && !pending_blocks_.empty()) {
+    // Blocks held for other streams count against the limit: wait for their events (never the
+    // whole device) and reuse one before growing.
+    if (reclaim_pending_locked(true)) take_cached();
   }
   if (!found) {
     const bool guarded = guards_ && raw_.host_accessible();
     const size_t total = bucket + (guarded ? 2 * kRedzone : 0);
-    if (stats_.limit_bytes && stats_.reserved_bytes + static_cast<int64_t>(bucket) > stats_.limit_bytes) {
+    if (over_limit()) release_cache_locked();
+    if (over_limit() && !pending_blocks_.empty()) {
+      device_sync_locked();  // only blocks no event could be recorded for are left
       release_cache_locked();
     }
-    if (stats_.limit_bytes && stats_.reserved_bytes + static_cast<int64_t>(bucket) > stats_.limit_bytes) {
+    if (over_limit()) {
       throw OutOfMemory(detail::concat("allocate: ", name_, " cannot allocate ", nbytes, " B within its limit (",
                                        stats_text(stats_), ")"));
     }
     void* base = raw_alloc_locked(total);
     if (!base) {
-      // Out of memory: wait for every stream so blocks held for them can go too, then retry.
-      if (synchronize_ && !pending_blocks_.empty()) {
-        synchronize_();
-        release_pending_locked();
-      }
+      // Out of memory: wait for the streams blocks are held for (their events first, the whole
+      // device only for blocks without one) so they can go too, then retry.
+      if (!pending_blocks_.empty()) reclaim_pending_locked(true);
+      if (!pending_blocks_.empty()) device_sync_locked();
       release_cache_locked();
       base = raw_alloc_locked(total);
     }
@@ -85,10 +96,10 @@ void* CachingAllocator::allocate(size_t nbytes) {
     }
     ++stats_.raw_allocations;
     stats_.reserved_bytes += static_cast<int64_t>(bucket);
-    block = Block{base, bucket, 0, guarded};
+    block = Block{base, bucket, 0, guarded, nullptr, {}};
   }
   block.stream = stream;
-  block.cross_stream = false;
+  block.uses.clear();
   block.requested = nbytes;
   unsigned char* user = static_cast<unsigned char*>(block.base) + (block.guarded ? kRedzone : 0);
   if (block.guarded) {
@@ -138,8 +149,15 @@ void CachingAllocator::deallocate(void* ptr) {
   if (block.guarded) check_guards_locked(block, static_cast<const char*>(ptr));
   stats_.in_use_bytes -= static_cast<int64_t>(block.bucket);
   if (profile::detail::on()) profile::detail::add_counter("memory " + name_, static_cast<double>(stats_.in_use_bytes));
-  if (block.cross_stream) {
-    pending_blocks_.push_back(block);
+  if (!block.uses.empty()) {
+    PendingBlock p{block, {}, !events_.record};
+    for (const void* s : block.uses) {
+      if (p.needs_sync) break;
+      if (auto e = events_.record(s)) p.events.push_back(std::move(e));
+      else p.needs_sync = true;
+    }
+    if (p.needs_sync) p.events.clear();
+    pending_blocks_.push_back(std::move(p));
     stats_.pending_bytes += static_cast<int64_t>(block.bucket);
     return;
   }
@@ -150,6 +168,11 @@ void CachingAllocator::set_stream_hooks(std::function<const void*()> current, st
   std::lock_guard lock(mutex_);
   current_stream_ = std::move(current);
   synchronize_ = std::move(synchronize);
+}
+
+void CachingAllocator::set_event_hooks(StreamEventHooks hooks) {
+  std::lock_guard lock(mutex_);
+  events_ = std::move(hooks);
 }
 
 void CachingAllocator::set_capture_pool(const void* pool) {
@@ -173,7 +196,9 @@ void CachingAllocator::release_pool(const void* pool) {
 void CachingAllocator::record_stream(void* ptr, const void* stream) {
   std::lock_guard lock(mutex_);
   auto it = live_blocks_.find(ptr);
-  if (it != live_blocks_.end() && it->second.stream != stream) it->second.cross_stream = true;
+  if (it == live_blocks_.end() || it->second.stream == stream) return;
+  auto& uses = it->second.uses;
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
 }
 
 void CachingAllocator::record_current_stream(void* ptr) {
@@ -182,9 +207,38 @@ void CachingAllocator::record_current_stream(void* ptr) {
 }
 
 void CachingAllocator::release_pending_locked() {
-  for (const Block& b : pending_blocks_) free_blocks_.emplace(b.bucket, b);
+  for (const PendingBlock& p : pending_blocks_) free_blocks_.emplace(p.block.bucket, p.block);
   pending_blocks_.clear();
   stats_.pending_bytes = 0;
+}
+
+bool CachingAllocator::reclaim_pending_locked(bool wait) {
+  if (!events_.query) return false;
+  bool moved = false;
+  for (auto it = pending_blocks_.begin(); it != pending_blocks_.end();) {
+    bool reached = !it->needs_sync;
+    for (const auto& e : it->events) {
+      if (!reached) break;
+      if (wait) events_.wait(e);
+      else reached = events_.query(e);
+    }
+    if (!reached) {
+      ++it;
+      continue;
+    }
+    free_blocks_.emplace(it->block.bucket, it->block);
+    stats_.pending_bytes -= static_cast<int64_t>(it->block.bucket);
+    it = pending_blocks_.erase(it);
+    moved = true;
+  }
+  return moved;
+}
+
+void CachingAllocator::device_sync_locked() {
+  if (!synchronize_) return;
+  synchronize_();
+  ++stats_.device_syncs;
+  release_pending_locked();
 }
 
 void CachingAllocator::release_pending() {
@@ -207,10 +261,8 @@ void CachingAllocator::release_cache_locked() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
-  if (synchronize_ && !pending_blocks_.empty()) {
-    synchronize_();
-    release_pending_locked();
-  }
+  if (!pending_blocks_.empty()) reclaim_pending_locked(true);
+  if (!pending_blocks_.empty()) device_sync_locked();
   release_cache_locked();
 }
 

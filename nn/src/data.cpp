@@ -145,7 +145,6 @@ int DataLoader::workers() const {
 void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
   Pipeline& p = *pipeline_;
   p.shutdown();
-  if (p.uploader) synchronize(options_.device);  // last epoch's batch blocks become reusable
   const int64_t n = data_.size();
   p.order.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) p.order[i] = i;
@@ -194,8 +193,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
 bool DataLoader::next(Batch& out) {
   Pipeline& p = *pipeline_;
   if (p.next_consume >= p.end) return false;
-  // The batch was made on the loader's copy stream: its blocks wait for a device sync before
-  // the next upload may reuse them (start_epoch syncs once per epoch).
+  // The batch was made on the loader's copy stream: once freed, its blocks return to the next
+  // upload only after an event on this thread's stream shows its reads are done (allocator.h).
   const auto used_here = [&] {
     if (p.uploader) record_current_stream(out.x), record_current_stream(out.y);
   };

@@ -1,8 +1,11 @@
 // The caching allocator: reuse, statistics, limits with OutOfMemory, and guard bytes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 
 #include "tessera/backend/allocator.h"
 #include "tessera/error.h"
@@ -160,4 +163,89 @@ TEST_CASE("a block recorded on another stream waits for a synchronisation before
   alloc.empty_cache();
   CHECK(syncs == 1);
   CHECK(mem.live == 0);
+}
+
+namespace {
+// Events on fake streams: a stream's "position" advances when the test says its work ran.
+struct FakeStreams {
+  std::map<const void*, int> queued, done;  // per stream tag: work items queued / finished
+  int waits = 0;
+  struct Mark {
+    const void* stream;
+    int position;
+  };
+  StreamEventHooks hooks() {
+    return {[this](const void* s) -> std::shared_ptr<void> {
+              if (s == nullptr) return nullptr;  // a stream no event can be recorded on
+              return std::make_shared<Mark>(Mark{s, queued[s]});
+            },
+            [this](const std::shared_ptr<void>& e) {
+              const auto* m = static_cast<const Mark*>(e.get());
+              return done[m->stream] >= m->position;
+            },
+            [this](const std::shared_ptr<void>& e) {
+              const auto* m = static_cast<const Mark*>(e.get());
+              ++waits;
+              done[m->stream] = std::max(done[m->stream], m->position);
+            }};
+  }
+};
+}  // namespace
+
+TEST_CASE("a block used on another stream returns to the cache once that stream passes its event, with no device sync") {
+  CountingMemory mem;
+  CachingAllocator alloc("test", mem);
+  int copy_stream = 0, compute_stream = 0;
+  int syncs = 0;
+  alloc.set_stream_hooks([&] { return static_cast<const void*>(&copy_stream); }, [&] { ++syncs; });
+  FakeStreams fake;
+  alloc.set_event_hooks(fake.hooks());
+  void* a = alloc.allocate(4096);
+  fake.queued[&compute_stream] = 3;  // the consumer queued three kernels reading the block
+  alloc.record_stream(a, &compute_stream);
+  alloc.deallocate(a);
+  CHECK(alloc.stats().pending_bytes == 4096);
+  void* b = alloc.allocate(4096);
+  CHECK(b != a);  // its reader has not finished
+  fake.done[&compute_stream] = 3;
+  void* c = alloc.allocate(4096);  // polled: the event was reached
+  CHECK(c == a);
+  CHECK(alloc.stats().pending_bytes == 0);
+  CHECK(syncs == 0);
+  CHECK(alloc.stats().device_syncs == 0);
+  alloc.deallocate(b);
+  alloc.deallocate(c);
+}
+
+TEST_CASE("under a memory limit, blocks held for other streams are waited for by event before OutOfMemory") {
+  CountingMemory mem;
+  CachingAllocator alloc("test", mem);
+  int copy_stream = 0, compute_stream = 0;
+  int syncs = 0;
+  alloc.set_stream_hooks([&] { return static_cast<const void*>(&copy_stream); }, [&] { ++syncs; });
+  FakeStreams fake;
+  alloc.set_event_hooks(fake.hooks());
+  alloc.set_limit(4 * 4096);
+  // A loader's life: each batch is uploaded on the copy stream, read on the compute stream and
+  // freed while its reads may still be queued; 1,000 batches in the room of four.
+  for (int step = 0; step < 1000; ++step) {
+    void* batch = alloc.allocate(4096);
+    fake.queued[&compute_stream] += 1;
+    alloc.record_stream(batch, &compute_stream);
+    alloc.deallocate(batch);
+    CHECK(alloc.stats().reserved_bytes <= 4 * 4096);
+  }
+  CHECK(fake.waits > 0);  // the limit made it wait for the consumer, by event
+  CHECK(syncs == 0);
+  CHECK(alloc.stats().device_syncs == 0);
+  // A use no event can be recorded for (another thread's default stream) falls back to a device sync.
+  alloc.set_limit(4096);
+  alloc.empty_cache();
+  void* p = alloc.allocate(4096);
+  alloc.record_stream(p, nullptr);
+  alloc.deallocate(p);
+  void* q = alloc.allocate(4096);
+  CHECK(syncs == 1);
+  CHECK(alloc.stats().device_syncs == 1);
+  alloc.deallocate(q);
 }

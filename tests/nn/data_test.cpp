@@ -237,3 +237,40 @@ TEST_CASE("the DataLoader reuses its pinned buffers across batches and epochs") 
     CHECK(pinned_allocations() - before >= 2);
   }
 }
+
+TEST_CASE("1,000 batches pass through a memory limit of four batches with no device-wide sync") {
+  // 1 KiB images, one per batch: each batch is two blocks of the copy stream, read on the
+  // consumer's stream and freed while those reads may still be queued.
+  const int64_t n = 1000;
+  ImageSet s;
+  s.images = arange(0.0, static_cast<double>(n * 256), 1.0).reshape({n, 1, 16, 16});
+  s.labels = arange(n, DType::i64);
+  LoaderOptions o;
+  o.batch_size = 1;
+  o.device = device();
+  o.workers = 1;
+  o.prefetch = 2;
+  DataLoader dl(s, o);
+  synchronize(device());
+  empty_cache(device());
+  const int64_t batch_bytes = 1024 + 512;  // the allocator's buckets for x and y
+  const int64_t syncs_before = memory_stats(device()).device_syncs;
+  set_memory_limit(device(), memory_stats(device()).reserved_bytes + 4 * batch_bytes + 2048);  // + the sums' results
+  double total = 0;
+  int64_t batches = 0;
+  dl.start_epoch(0);
+  Batch b;
+  try {
+    while (dl.next(b)) {
+      total += sum(b.x).item<double>();
+      ++batches;
+    }
+  } catch (...) {
+    set_memory_limit(device(), 0);
+    throw;
+  }
+  set_memory_limit(device(), 0);
+  CHECK(batches == n);
+  CHECK(total == doctest::Approx(static_cast<double>(n * 256) * (n * 256 - 1) / 2));
+  CHECK(memory_stats(device()).device_syncs == syncs_before);
+}

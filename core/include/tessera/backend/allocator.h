@@ -6,11 +6,15 @@
 // Stream-aware: a block remembers the stream that was current when it was allocated (a tag
 // the backend provides) and a freed block is reused only for allocations on that same stream,
 // because work queued on another stream may still be reading or writing it. A block that was
-// also used on another stream (record_stream) is held back until the device is synchronised.
+// also used on another stream (record_stream) is held back, when freed, until an event recorded
+// then on each of those streams has been reached (polled at the next allocations, waited for
+// before the limit or the device would refuse one); a use the backend cannot record an event
+// for (another thread's per-thread default stream) holds the block until a device sync.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <string>
@@ -31,6 +35,19 @@ struct AllocatorStats {
   int64_t pending_bytes = 0;      ///< freed blocks waiting for other streams (record_stream)
   int64_t limit_bytes = 0;        ///< 0 = no limit
   int64_t failed_raw_allocations = 0;  ///< raw allocations that returned no memory (real or injected)
+  int64_t device_syncs = 0;       ///< device-wide synchronisations the allocator itself asked for
+};
+
+/**
+ * Events on streams, for freed blocks that other streams used (record_stream). `record` marks
+ * the current end of the stream with the given tag and returns a handle, or nullptr when it
+ * cannot (the block then waits for a device sync); `query` says whether it was reached without
+ * blocking; `wait` blocks until it is. Called under the allocator's lock: they must not allocate.
+ */
+struct StreamEventHooks {
+  std::function<std::shared_ptr<void>(const void* stream)> record;
+  std::function<bool(const std::shared_ptr<void>&)> query;
+  std::function<void(const std::shared_ptr<void>&)> wait;
 };
 
 /** The raw memory source under a CachingAllocator (malloc, cudaMalloc, hipMalloc, ...). */
@@ -79,7 +96,10 @@ class CachingAllocator {
    * tag (nullptr = the default stream); `synchronize` waits for every stream of the device.
    */
   void set_stream_hooks(std::function<const void*()> current, std::function<void()> synchronize);
-  /** Marks the live block at `ptr` as also used on `stream`: when freed it waits for a sync. */
+  /** Lets freed cross-stream blocks return to the cache once their streams pass an event. */
+  void set_event_hooks(StreamEventHooks hooks);
+  /** Marks the live block at `ptr` as also used on `stream`: when freed it waits for that
+   *  stream's work queued until then (an event, or a device sync without event hooks). */
   void record_stream(void* ptr, const void* stream);
   /** record_stream with the calling thread's current stream (from the `current` hook). */
   void record_current_stream(void* ptr);
@@ -103,22 +123,32 @@ class CachingAllocator {
     size_t bucket;     // usable bytes of the block
     size_t requested;  // bytes the caller asked for (guards cover the rest)
     bool guarded;
-    const void* stream = nullptr;  // tag of the stream it was allocated on
-    bool cross_stream = false;     // also used on another stream (record_stream)
+    const void* stream = nullptr;      // tag of the stream it was allocated on
+    std::vector<const void*> uses;     // other streams that used it (record_stream)
+  };
+  struct PendingBlock {
+    Block block;
+    std::vector<std::shared_ptr<void>> events;  // one per use; empty with needs_sync
+    bool needs_sync = false;                    // an event could not be recorded: wait for a device sync
   };
   static size_t bucket_size(size_t nbytes);
   void release_cache_locked();
   void* raw_alloc_locked(size_t nbytes);  // the raw allocator, or an injected failure
   void release_pending_locked();
+  // Moves pending blocks whose events were reached to the cache; with `wait`, first waits for
+  // every event (never a device-wide sync). Returns whether any block moved.
+  bool reclaim_pending_locked(bool wait);
+  void device_sync_locked();
   void check_guards_locked(const Block& b, const char* user);
 
   std::string name_;
   RawAllocator& raw_;
   mutable std::mutex mutex_;
   std::multimap<size_t, Block> free_blocks_;        // by bucket size
-  std::vector<Block> pending_blocks_;               // freed, but used on another stream
+  std::vector<PendingBlock> pending_blocks_;        // freed, but used on another stream
   std::function<const void*()> current_stream_;
   std::function<void()> synchronize_;
+  StreamEventHooks events_;
   std::unordered_map<void*, Block> live_blocks_;    // by user pointer
   AllocatorStats stats_;
   bool guards_ = false;
