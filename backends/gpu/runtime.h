@@ -28,7 +28,9 @@
 #include <nvtx3/nvToolsExt.h>
 #define TESSERA_GPU_TARGET cuda
 #endif
-#define TESSERA_GLOBAL __global__
+// Every kernel's launch bound (gpu::kMaxBlockThreads): ptxas and hipcc then give each thread
+// the registers that fit 256 threads (hipcc otherwise assumes 1024 and caps gfx90a at 128 VGPRs).
+#define TESSERA_GLOBAL __global__ __launch_bounds__(256)
 #define TESSERA_DEVICE __device__ __forceinline__
 #else
 #include <atomic>
@@ -57,6 +59,11 @@ namespace tessera::gpu {
 struct Grid {
   unsigned x = 1, y = 1, z = 1;
 };
+
+/** The most threads any Tessera kernel launches per block (kThreads, four MMA warps of 64, 16x16
+ *  tiles), declared to the compilers as every kernel's __launch_bounds__ (TESSERA_GLOBAL). A
+ *  launch with more fails on hardware ("too many resources requested"), and so in the emulator. */
+inline constexpr unsigned kMaxBlockThreads = 256;
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #if defined(__HIPCC__)
@@ -368,6 +375,12 @@ void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes
       static_cast<KArgs>(args)...);
   check_launch();
 #else
+  // The vendor's own limits first (their messages name the vendor), then the kernels' bound.
+  emu::check_launch_limits({grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, shared_bytes, emu::settings().limits);
+  if (uint64_t{block.x} * block.y * block.z > kMaxBlockThreads) {
+    throw Error(detail::concat("emulated: too many resources requested for launch: a block of ", uint64_t{block.x} * block.y * block.z,
+                               " threads exceeds the kernels' launch bound of ", kMaxBlockThreads));
+  }
   // Every pointer argument must be memory of the current device (or not device memory at all).
   const auto check = []<class A>(const A& a) {
     if constexpr (std::is_pointer_v<A>) emu::check_argument(static_cast<const void*>(a));

@@ -1,7 +1,8 @@
-// The device runtime's stream, copy and error rules, held by the emulator as hardware holds
-// them: a stream belongs to its device; a copy between devices is ordered on the current
-// streams; an error latched by an earlier call is not blamed on the next launch; a device error
-// is read only after the stream that raised it was waited for. Each case fails with its fix
+// The device runtime's launch, stream, copy and error rules, held by the emulator as hardware
+// holds them: a block fits the kernels' launch bound; a stream belongs to its device; a copy
+// between devices is ordered on the current streams; an error latched by an earlier call is not
+// blamed on the next launch; a device error is read only after the stream that raised it was
+// waited for. Each case fails with its fix
 // reverted (in the emulator and in backends/gpu/device_backend.cu, which share the rules).
 #include <doctest/doctest.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "emulated/execution.h"
+#include "gpu/runtime.h"
 #include "emulated/streams.h"
 #include "tessera/backend/registry.h"
 #include "tessera/tessera.h"
@@ -20,6 +22,8 @@ namespace {
 const Device kDev0(DeviceType::emulated, 0), kDev1(DeviceType::emulated, 1);
 
 Tensor on(Device d, const std::vector<float>& v) { return from_vector<float>(v, {static_cast<int64_t>(v.size())}).to(d); }
+
+TESSERA_GLOBAL void count_threads_kernel(int* n) { gpu::atomic_add(n, 1); }
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -110,4 +114,15 @@ TEST_CASE("a device error is read after its own stream was waited for, and not l
   const std::string e = error_of([&] { s->synchronize(); });
   CHECK(e.find("index 7 is out of range") != std::string::npos);
   CHECK(error_of([&] { synchronize(kDev0); }).empty());  // raised once
+}
+
+TEST_CASE("a block larger than the kernels' launch bound is refused, as on hardware") {
+  int threads = 0;
+  const auto launch_with = [&](unsigned block) {
+    return error_of([&] { gpu::launch(count_threads_kernel, gpu::Grid{1}, gpu::Grid{block}, 0, false, &threads); });
+  };
+  CHECK(launch_with(gpu::kMaxBlockThreads).empty());
+  CHECK(threads == static_cast<int>(gpu::kMaxBlockThreads));
+  CHECK(launch_with(2 * gpu::kMaxBlockThreads).find("too many resources requested for launch") != std::string::npos);
+  CHECK(threads == static_cast<int>(gpu::kMaxBlockThreads));  // nothing ran
 }
