@@ -2,7 +2,26 @@
 // Sub-commands of the `tessera` tool; each registers its options on the CLI11 app.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
+#include <string>
+
 namespace tessera::tools {
+
+/** A whole number in 0..2^63-1 written exactly: CLI11 converts an out-of-range one to the
+ *  nearest representable value without a word (a seed of 10^23 became 2^63-1). */
+inline CLI::Validator exact_nonnegative_int64() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec == std::errc::result_out_of_range) return "'" + text + "' is out of range (0 to 2^63-1)";
+        if (ec != std::errc() || end != text.data() + text.size()) return "'" + text + "' is not a whole number";
+        if (v < 0) return "must be >= 0, got " + text;
+        return {};
+      },
+      "INT in [0 - 2^63-1]");
+}
 
 /** `tessera info`: backends compiled in, devices, and why a backend has no device. */
 void add_info_command(CLI::App& app);

@@ -1,9 +1,11 @@
 #include "train_args.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "commands.h"
 #include "tessera/error.h"
 #include "tessera/nn/file_io.h"
 
@@ -72,7 +74,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}))->capture_default_str();
   cmd.add_option("--schedule", a.schedule, "cosine or none")->check(CLI::IsMember({"cosine", "none"}))->capture_default_str();
-  cmd.add_option("--seed", a.seed, "Random seed (0 to 2^63-1)")->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Random seed (0 to 2^63-1)")->check(exact_nonnegative_int64())->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
   cmd.add_option("--workers", a.workers, "Data-loading threads")->check(CLI::Range(0, 64))->capture_default_str();
   cmd.add_option("--data", a.data, "Directory with the IDX files (gpt/lstm: a text file or directory, default /usr/share/games/fortunes)")->capture_default_str();
@@ -143,9 +145,19 @@ void validate_train_args(const TrainArgs& a) {
                     " name the same file '", *path, "'");
     }
   }
-  // An output may not overwrite the training data.
+  // An output may not overwrite the training data (the image files, or the language models'
+  // text file or a file of their text directory).
   for (const std::string* out : {&a.checkpoint, &a.json, &a.profile, &a.metrics, &a.export_onnx}) {
     if (out->empty()) continue;
+    TESSERA_CHECK(!nn::same_file(*out, a.data), "train", "output '", *out, "' is the input data file ", a.data);
+    {
+      std::error_code ec;
+      const std::filesystem::path parent = std::filesystem::path(*out).parent_path();
+      TESSERA_CHECK(!std::filesystem::is_directory(a.data, ec) || !nn::same_file(parent.empty() ? "." : parent.string(), a.data) ||
+                        std::filesystem::path(*out).has_extension(),
+                    "train", "output '", *out, "' would be read as text data of the --data directory ", a.data,
+                    " (files without an extension there are the training text)");
+    }
     for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
       for (const char* ext : {"", ".gz"}) {
         TESSERA_CHECK(!nn::same_file(*out, a.data + "/" + stem + ext), "train", "output '", *out, "' is the input data file ",

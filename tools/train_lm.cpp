@@ -173,7 +173,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--tokens", a.tokens, "Characters to generate")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--temperature", a.temperature, "Sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0))->capture_default_str();
   cmd->add_option("--top-k", a.top_k, "Sample among the k likeliest (0 = all)")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Sampling seed")->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Sampling seed")->check(exact_nonnegative_int64())->capture_default_str();
   cmd->add_option("--backend", a.backend, "cpu, cuda[:i], hip[:i], kokkos, emulated, auto")->capture_default_str();
   cmd->add_flag("--no-cache", a.no_cache, "Re-run the whole window for every token (the reference the KV cache must match)");
   cmd->add_flag("--compare", a.compare, "Generate with and without the cache and report whether the tokens agree");

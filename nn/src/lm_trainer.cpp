@@ -1,6 +1,7 @@
 // Language-model training loop, evaluation and checkpoints.
 #include "tessera/nn/lm_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -126,6 +127,10 @@ std::vector<LMLog> train_language_model(LanguageModel& model, const TextCorpus& 
       log.tokens_per_second = static_cast<double>(tokens) / (o.ddp ? o.ddp->mean_over_ranks(train_seconds) : train_seconds);
       log.seconds = seconds_since(start);
       logs.push_back(log);
+      // A diverged update (finite loss before it, NaN weights after) must not replace a good
+      // checkpoint: the evaluation with the new weights is the check.
+      TESSERA_CHECK(std::isfinite(log.val_loss) && tessera::all_finite(params), "train", "the weights became non-finite at step ", step,
+                    " (validation loss ", log.val_loss, "); lower --lr", o.checkpoint.empty() ? "" : "; the checkpoint was not written");
       if (!o.checkpoint.empty() && rank == 0) {
         Metadata meta = o.metadata;
         meta["step"] = std::to_string(step);
@@ -161,10 +166,25 @@ std::shared_ptr<LanguageModel> load_language_model(const std::string& path, Devi
   };
   TESSERA_CHECK(get("format") == "tessera-lm-1", "load_language_model", "'", path, "' has format '", get("format"), "', expected tessera-lm-1");
   vocab.chars = from_hex(get("vocab_hex"), path);
+  // The config is checked against the tensors before anything is built: a config that says a
+  // million layers must not allocate them before load_state_dict could refuse the file.
+  int64_t largest_extent = 0;
+  for (const auto& [k, t] : content.tensors) {
+    for (int64_t e : t.shape()) largest_extent = std::max(largest_extent, e);
+  }
+  const auto tensor_count = static_cast<int64_t>(content.tensors.size());
+  const auto check_size = [&](const char* key, int64_t v, int64_t most) {
+    TESSERA_CHECK(v >= 1 && v <= most, "load_language_model", "'", path, "' has model_config ", key, " ", v, ", which its ", tensor_count,
+                  " tensors (largest extent ", largest_extent, ") cannot hold");
+  };
   nlohmann::json cfg;
   std::shared_ptr<LanguageModel> model;
   try {
     cfg = nlohmann::json::parse(get("model_config"));
+    check_size("layers", cfg.at("layers").get<int64_t>(), tensor_count);
+    check_size("dim", cfg.at("dim").get<int64_t>(), largest_extent);
+    if (cfg.contains("context")) check_size("context", cfg.at("context").get<int64_t>(), largest_extent);
+    if (cfg.contains("heads")) check_size("heads", cfg.at("heads").get<int64_t>(), cfg.at("dim").get<int64_t>());
     const std::string kind = cfg.at("model").get<std::string>();
     const Placement place{DType::f32, device};
     if (kind == "gpt") {
@@ -192,6 +212,8 @@ std::shared_ptr<LanguageModel> load_language_model(const std::string& path, Devi
     if (k.rfind("model.", 0) == 0) state[k.substr(6)] = t;
   }
   model->load_state_dict(state);
+  TESSERA_CHECK(tessera::all_finite(model->parameters()), "load_language_model", "'", path,
+                "' holds non-finite weights (NaN or infinity): the run that wrote it diverged");
   model->eval();
   return model;
 }

@@ -87,6 +87,8 @@ TextCorpus load_text_corpus(const std::string& path, double val_fraction) {
     std::sort(files.begin(), files.end());
     TESSERA_CHECK(!files.empty(), "text data", "directory '", path, "' has no text files (files without an extension)");
   } else {
+    // A FIFO, device or socket would block or never end: only regular files are text data.
+    TESSERA_CHECK(fs::is_regular_file(path, ec), "text data", "'", path, "' is not a regular file or a directory");
     files.push_back(path);
   }
   std::string text;

@@ -112,6 +112,7 @@ EvalStats Trainer::evaluate(DataLoader& loader) {
     s.samples += n;
   }
   model_.train(was_training);
+  TESSERA_CHECK(s.samples > 0, "evaluate", "the evaluation split is empty: there is no accuracy to report (check --test-limit and the data)");
   s.loss = s.samples ? loss_sum / static_cast<double>(s.samples) : 0;
   s.accuracy = s.samples ? static_cast<double>(correct) / static_cast<double>(s.samples) : 0;
   return s;
@@ -217,7 +218,17 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     st.samples_per_second = st.seconds > 0 ? static_cast<double>(samples) / st.seconds : 0;
     st.step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0;
     st.graph_replays = graph ? graph->take_replays() : 0;
-    if (test) st.test = evaluate(*test);
+    // --on-nonfinite skip keeps a run alive through a few poisoned steps, not through a diverged
+    // one: past the allowed share of skipped steps, or with a non-finite evaluation, the run
+    // fails (before its checkpoint replaces the last good one).
+    TESSERA_CHECK(steps == 0 || static_cast<double>(st.skipped_steps) <= o.max_skipped_fraction * static_cast<double>(steps), "train",
+                  st.skipped_steps, " of ", steps, " optimizer steps of epoch ", epoch + 1, " were skipped for non-finite values (more than ",
+                  o.max_skipped_fraction * 100, "%): the run is diverging; lower the learning rate");
+    if (test) {
+      st.test = evaluate(*test);
+      TESSERA_CHECK(std::isfinite(st.test.loss), "train", "the test loss is ", st.test.loss, " after epoch ", epoch + 1,
+                    ": the weights are not finite", o.checkpoint.empty() ? "" : "; the checkpoint was not written");
+    }
     if (!o.checkpoint.empty() && (!o.ddp || o.ddp->rank() == 0)) save_checkpoint(o.checkpoint, epoch + 1, o.config);
     if (o.ddp) o.ddp->barrier();  // no rank reads a checkpoint rank 0 is still writing
     if (o.on_epoch_end) o.on_epoch_end(st);

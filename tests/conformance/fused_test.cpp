@@ -79,6 +79,19 @@ TEST_CASE("fused dropout + residual add matches bernoulli-mask dropout, forward 
   const Tensor x = make_input({4, 5}, DType::f32, 70), r = make_input({4, 5}, DType::f32, 71);
   TESSERA_CHECK_CLOSE(dropout_add(x, r, 0.5, false), to_ref(add(x, r)));
   TESSERA_CHECK_THROWS_WITH(dropout_add(x, make_input({5, 4}, DType::f32, 72), 0.1, true), "dropout_add: residual [5, 4]");
+  // Mixed precision: a bf16 sublayer output onto an f32 residual stream is added in f32, in
+  // training too (the GPT under autocast), and both get their gradients in their own dtypes.
+  Tensor xb = make_input({4, 5}, DType::bf16, 73).detach().set_requires_grad(), rf = make_input({4, 5}, DType::f32, 74).detach().set_requires_grad();
+  const Tensor eval = dropout_add(xb, rf, 0.5, false);
+  CHECK(eval.dtype() == DType::f32);
+  TESSERA_CHECK_CLOSE(eval, to_ref(add(rf, xb.to(DType::f32))));
+  Generator gen(75);
+  const Tensor train = dropout_add(xb, rf, 0.25, true, &gen);
+  CHECK(train.dtype() == DType::f32);
+  sum(train).backward();
+  CHECK(xb.grad().dtype() == DType::bf16);
+  CHECK(rf.grad().dtype() == DType::f32);
+  TESSERA_CHECK_CLOSE(rf.grad(), to_ref(ones({4, 5})));
 }
 
 TEST_CASE("multi-tensor Adam/AdamW updates equal the per-parameter updates bit for bit") {

@@ -230,4 +230,12 @@ TEST_CASE("--on-nonfinite skip drops the poisoned steps and trains on") {
   for (const Tensor& p : model->parameters()) CHECK(all_finite(p));
   to.on_nonfinite = OnNonFinite::stop;
   TESSERA_CHECK_THROWS_WITH(trainer.fit(train, nullptr, to), "non-finite loss at step");
+  // A run whose steps are nearly all poisoned is diverging, not surviving: it fails.
+  Trainer hopeless(*model, sgd, nullptr, [&](const Tensor& out, const Tensor& y) {
+    const Tensor loss = cross_entropy(out, y);
+    return ++calls % 8 == 0 ? loss : mul(loss, NAN);
+  });
+  to.epochs = 1;
+  to.on_nonfinite = OnNonFinite::skip;
+  TESSERA_CHECK_THROWS_WITH(hopeless.fit(train, nullptr, to), "optimizer steps of epoch 1 were skipped for non-finite values (more than 50%)");
 }

@@ -36,4 +36,31 @@ expect_error "binary" "$tessera" train --model gpt --data "$dir/binary"
 expect_error "must be divisible by --heads" "$tessera" train --model gpt --data "$dir/text" --dim 30 --heads 4
 expect_error "is not a language-model checkpoint\|is not a Tessera\|safetensors" "$tessera" generate --checkpoint "$dir/text"
 expect_error "is not in the model's vocabulary" "$tessera" generate --checkpoint "$dir/gpt.safetensors" --prompt "ZZZ"
+# Mixed precision on the language models (autocast; the residual stream stays f32).
+for model in gpt lstm; do
+  "$tessera" train --model $model --precision bf16 --data "$dir/text" --steps 6 --eval-every 6 --layers 1 --dim 32 --context 16 --batch 4 \
+    | grep -q "result: $model on cpu:0, validation loss"
+done
+# Outputs never overwrite the text, a FIFO is refused (not read forever), a diverged run
+# leaves the last good checkpoint alone, and a checkpoint's config is checked before building.
+expect_error "is the input data file" "$tessera" train --model gpt --data "$dir/text" --steps 2 --metrics "$dir/text"
+mkfifo "$dir/fifo"
+expect_error "is not a regular file" timeout 60 "$tessera" train --model gpt --data "$dir/fifo"
+cp "$dir/gpt.safetensors" "$dir/good.safetensors"
+expect_error "weights became non-finite" "$tessera" train --model gpt --data "$dir/text" --steps 1 --eval-every 1 --layers 1 --heads 2 \
+  --dim 32 --context 32 --batch 8 --lr 1e300 --checkpoint "$dir/gpt.safetensors"
+cmp -s "$dir/gpt.safetensors" "$dir/good.safetensors" || { echo "a diverged run replaced the checkpoint"; exit 1; }
+/usr/bin/python3 - "$dir/gpt.safetensors" "$dir/huge.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+cfg = json.loads(header["__metadata__"]["model_config"])
+cfg["layers"] = 1000000
+header["__metadata__"]["model_config"] = json.dumps(cfg)
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+expect_error "model_config layers 1000000" timeout 60 "$tessera" generate --checkpoint "$dir/huge.safetensors" --tokens 4
 echo "lm cli: ok"

@@ -433,9 +433,15 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
   TESSERA_CHECK(p >= 0 && p <= 1, "dropout", "p must be in [0, 1], got ", p);
   TESSERA_CHECK(is_floating(x.dtype()), "dropout", "expected a floating dtype, got ", x.dtype());
   if (residual.defined()) {
-    TESSERA_CHECK(residual.shape() == x.shape() && residual.dtype() == x.dtype(), "dropout_add", "residual ",
-                  shape_str(residual.shape()), " ", residual.dtype(), " does not match input ", shape_str(x.shape()), " ", x.dtype());
+    TESSERA_CHECK(residual.shape() == x.shape() && is_floating(residual.dtype()), "dropout_add", "residual ", shape_str(residual.shape()), " ",
+                  residual.dtype(), " does not match input ", shape_str(x.shape()), " ", x.dtype());
     detail::common_device({&x, &residual}, "dropout_add");
+    // Mixed precision: a bf16 sublayer output added to an f32 residual stream is computed in the
+    // promoted dtype, as `residual + dropout(x)` would be (the residual stream stays f32).
+    if (residual.dtype() != x.dtype()) {
+      const DType t = promote_types(x.dtype(), residual.dtype());
+      return dropout_add(x.to(t), residual.to(t), p, training, gen);
+    }
   }
   const auto plus_residual = [&](const Tensor& y) { return residual.defined() ? add(residual, y) : y; };
   if (!training || p == 0) return plus_residual(x);

@@ -55,6 +55,8 @@ struct TrainOptions {
    *  steps where the device cannot capture, with gradient accumulation or loss scaling. */
   bool graph = false;
   OnNonFinite on_nonfinite = OnNonFinite::stop;
+  /** OnNonFinite::skip: an epoch that skips more than this share of its optimizer steps fails. */
+  double max_skipped_fraction = 0.5;
   bool detect_anomaly = false;     ///< autograd anomaly mode for the run: names the first op making a NaN/Inf
   bool reset_optimizer = false;    ///< resume: restore the model and counters, start the optimizer afresh
   /** resume: this learning rate replaces the checkpoint's (without a scheduler; a scheduler
