@@ -55,7 +55,7 @@ Device pick_device(const std::string& backend) {
 namespace {
 
 void run_train(TrainArgs& a, const CLI::App& cmd) {
-  validate_train_args(a);
+  validate_train_args(a, [&](const std::string& flag) { return cmd.count(flag) > 0; });
   if (is_language_model(a.model)) {
     run_train_lm(a, [&](const std::string& flag) { return cmd.count(flag) > 0; }, pick_device(a.backend));
     return;
@@ -264,7 +264,7 @@ void add_train_command(CLI::App& app) {
   add_train_options(*cmd, a);
   cmd->callback([cmd] {
     if (g_parse_only) {
-      validate_train_args(a);
+      validate_train_args(a, [&](const std::string& flag) { return cmd->count(flag) > 0; });
       return;
     }
     if (a.deterministic) set_deterministic(true);

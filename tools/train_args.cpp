@@ -123,7 +123,48 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--quiet", a.quiet, "Only print the result line");
 }
 
-void validate_train_args(const TrainArgs& a) {
+void validate_train_args(const TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag) {
+  // Every flag works with every model it is given to, or is refused here with the reason.
+  if (explicit_flag) {
+    const bool lm = is_language_model(a.model);
+    struct Only {
+      const char* flag;
+      bool for_lm;  // true: gpt/lstm only; false: mlp/cnn only
+      const char* instead;
+    };
+    static const Only only[] = {
+        {"--epochs", false, "language models train for --steps"},
+        {"--limit", false, "language models sample windows of the whole text"},
+        {"--test-limit", false, "language models validate on the text's last 10% (--eval-every)"},
+        {"--graph", false, "graph capture covers the image trainer's step"},
+        {"--augment", false, "augmentation is for images"},
+        {"--preprocess", false, "preprocessing is for images"},
+        {"--detect-anomaly", false, "anomaly mode is wired into the image trainer"},
+        {"--optimizer", false, "language models train with AdamW (--lr, --weight-decay)"},
+        {"--schedule", false, "language models use linear warm-up then cosine (--warmup)"},
+        {"--workers", false, "language-model batches are sampled on the training thread"},
+        {"--resume", false, "language-model checkpoints hold the weights for generate"},
+        {"--reset-optimizer", false, "it belongs to --resume"},
+        {"--layers", true, "the mlp and cnn have fixed layers"},
+        {"--heads", true, "only the gpt has attention heads"},
+        {"--dim", true, "the mlp and cnn have fixed widths"},
+        {"--context", true, "the mlp and cnn take images"},
+        {"--steps", true, "mlp and cnn train for --epochs"},
+        {"--grad-accum", true, "the mlp and cnn take one batch per step"},
+        {"--warmup", true, "mlp and cnn use --schedule"},
+        {"--eval-every", true, "mlp and cnn evaluate after each epoch"},
+        {"--clip", true, "mlp and cnn do not clip gradients"},
+        {"--dropout", true, "only the gpt has dropout"},
+    };
+    for (const Only& o : only) {
+      TESSERA_CHECK(!explicit_flag(o.flag) || o.for_lm == lm, "train", o.flag, " does not apply to --model ", a.model, ": ", o.instead);
+    }
+    TESSERA_CHECK(!lm || a.on_nonfinite == "stop", "train", "--on-nonfinite skip does not apply to --model ", a.model,
+                  ": a language-model run stops at a non-finite loss or weights");
+    for (const char* flag : {"--heads", "--dropout"}) {
+      TESSERA_CHECK(a.model != "lstm" || !explicit_flag(flag), "train", flag, " does not apply to --model lstm: only the gpt has it");
+    }
+  }
   if (is_language_model(a.model)) {
     TESSERA_CHECK(!a.resume, "train", "--resume is not supported for --model ", a.model, " (its checkpoints hold the weights for generate)");
     TESSERA_CHECK(a.model != "gpt" || a.dim % a.heads == 0, "train", "--dim ", a.dim, " must be divisible by --heads ", a.heads);

@@ -43,9 +43,11 @@ inline bool is_language_model(const std::string& model) { return model == "gpt" 
 void add_train_options(CLI::App& cmd, TrainArgs& a);
 /**
  * Checks what single-option validators cannot: combinations, and that every output path can
- * be written and differs from every input, before any data is loaded.
+ * be written and differs from every input, before any data is loaded. With `explicit_flag`
+ * (whether a flag was given), a flag the chosen model family does not use is refused with
+ * the reason instead of being ignored.
  */
-void validate_train_args(const TrainArgs& a);
+void validate_train_args(const TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag = {});
 /** The settings stored in a checkpoint's "config" (and compared on --resume). */
 std::string train_config_json(const TrainArgs& a);
 /**

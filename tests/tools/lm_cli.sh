@@ -26,7 +26,7 @@ expect_error() {  # expect_error PATTERN CMD...
   local pattern=$1
   shift
   if "$@" > "$dir/out" 2>&1; then echo "expected a failure: $*"; exit 1; fi
-  grep -q "$pattern" "$dir/out" || { echo "expected '$pattern' from $*, got:"; cat "$dir/out"; exit 1; }
+  grep -q -- "$pattern" "$dir/out" || { echo "expected '$pattern' from $*, got:"; cat "$dir/out"; exit 1; }
 }
 expect_error "text data: '/nonexistent' does not exist" "$tessera" train --model gpt --data /nonexistent
 : > "$dir/empty"
@@ -63,4 +63,9 @@ h += b" " * (-len(h) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
 PY
 expect_error "model_config layers 1000000" timeout 60 "$tessera" generate --checkpoint "$dir/huge.safetensors" --tokens 4
+# A flag the model family does not use is refused when the flags are parsed, never ignored.
+expect_error "--epochs does not apply to --model gpt" "$tessera" train --model gpt --data "$dir/text" --epochs 2
+expect_error "--on-nonfinite skip does not apply to --model lstm" "$tessera" train --model lstm --data "$dir/text" --on-nonfinite skip
+expect_error "--steps does not apply to --model mlp" "$tessera" train --model mlp --steps 5
+expect_error "--dropout does not apply to --model lstm" "$tessera" train --model lstm --data "$dir/text" --dropout 0.1
 echo "lm cli: ok"
