@@ -336,20 +336,24 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
   TESSERA_SHARED_ARRAY(uint16_t, ks, kTile * kLd);
   TESSERA_SHARED_ARRAY(uint16_t, vs, kTile * kLd);
   TESSERA_SHARED_ARRAY(uint16_t, dss, kRows * kLdP);
+  // The block's output-gradient rows stay in shared memory, read as A fragments where used:
+  // held in registers beside Q and dQ they pushed the head-dim-128 kernel into spills on sm_90.
+  TESSERA_SHARED_ARRAY(uint16_t, os, kRows * kLd);
   const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
   const float scale = static_cast<float>(a.scale);
   const int64_t qtiles = (a.tq + kRows - 1) / kRows;
   for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
     const int64_t bh = tile / qtiles, i0 = (tile % qtiles) * kRows;
-    T qf[KD][Shape::A], of[KD][Shape::A];  // this warp's queries and output gradients (row = query)
+    T qf[KD][Shape::A];  // this warp's queries (row = query)
     for (int kk = 0; kk < KD; ++kk) {
       for (int e = 0; e < Shape::A; ++e) {
         const int64_t i = i0 + w0 + Shape::a_row(ln, e);
         const int x = kk * Shape::K + Shape::a_col(ln, e);
         qf[kk][e] = i < a.tq && x < a.d ? q[(bh * a.tq + i) * a.d + x] : T(0.0f);
-        of[kk][e] = i < a.tq && x < a.dv ? go[(bh * a.tq + i) * a.dv + x] : T(0.0f);
       }
     }
+    sync_threads();  // the previous tile's last reads of os are done
+    stage_bits<T, kD>(go + bh * a.tq * a.dv, a.tq, a.dv, i0, kRows, os, kLd);  // read after the key loop's first barrier
     float dqf[FD][Shape::C];
     for (int f = 0; f < FD; ++f)
       for (int e = 0; e < Shape::C; ++e) dqf[f][e] = 0.0f;
@@ -367,8 +371,10 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
             const int at = (f * Shape::N + Shape::b_col(ln, e)) * kLd + kk * Shape::K + Shape::b_row(ln, e);
             kb[e] = T::from_bits(ks[at]), vb[e] = T::from_bits(vs[at]);
           }
+          T oa[Shape::A];
+          for (int e = 0; e < Shape::A; ++e) oa[e] = T::from_bits(os[(w0 + Shape::a_row(ln, e)) * kLd + kk * Shape::K + Shape::a_col(ln, e)]);
           mma<Shape, T>(sf, qf[kk], kb);
-          mma<Shape, T>(pf, of[kk], vb);
+          mma<Shape, T>(pf, oa, vb);
         }
         for (int e = 0; e < Shape::C; ++e) {
           const int r = w0 + Shape::c_row(ln, e), cj = f * Shape::N + Shape::c_col(ln, e);
