@@ -233,9 +233,15 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
 // and column of its elements), rounded to T and staged in shared memory, then dV += P^T dO and
 // dK += dS^T Q by MMA. dQ: a block per 64 queries walks the key tiles of 32 the same way with
 // S = Q K^T, dP = dO V^T and dQ += dS K. No atomics: deterministic, like the SIMT kernels.
-template <class Shape, class T, int kD>
+// kParts: which gradients this launch makes (1 dV, 2 dK, 3 both). At head dim 128 one launch
+// holding K, V, dK and dV fragments needs ~256 live values per thread (a 528 B stack frame on
+// sm_90), so there dV and dK are two launches that each recompute S (and dK also dP).
+enum : int { kMakeDv = 1, kMakeDk = 2 };
+template <class Shape, class T, int kD, int kParts>
 TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
                                          T* dk, T* dv) {
+  constexpr bool kDv = (kParts & kMakeDv) != 0, kDk = (kParts & kMakeDk) != 0;
+  constexpr bool kVShared = kDk && !kDv;  // the dK-only launch reads this warp's V rows from shared memory
   constexpr int kKeys = 4 * Shape::M, kLd = kD + 8, kLdP = kTile + 8;
   constexpr int FQ = kTile / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KQ = kTile / Shape::K;
   TESSERA_SHARED_ARRAY(uint16_t, qs, kTile * kLd);
@@ -243,24 +249,34 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
   TESSERA_SHARED_ARRAY(uint16_t, pz, kKeys * kLdP);
   TESSERA_SHARED_ARRAY(uint16_t, dss, kKeys * kLdP);
   TESSERA_SHARED_ARRAY(float, rows, 2 * kTile);  // lse, delta of the query tile
+  TESSERA_SHARED_ARRAY(uint16_t, vsh, kVShared ? kKeys * kLd : 1);
   const int tid = static_cast<int>(thread_x()), warp = tid / Shape::Warp, ln = lane(), w0 = warp * Shape::M;
   const float scale = static_cast<float>(a.scale);
   const int64_t ktiles = (a.tk + kKeys - 1) / kKeys;
   for (int64_t tile = block_x(); tile < a.bh * ktiles; tile += grid_dim_x()) {
     const int64_t bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;
-    // This warp's 16 keys and values as A fragments (row = key), straight from global memory.
-    T kf[KD][Shape::A], vf[KD][Shape::A];
+    // This warp's 16 keys and values as A fragments (row = key), straight from global memory
+    // (the values only where dP is needed: for dK).
+    T kf[KD][Shape::A], vf[kDk && !kVShared ? KD : 1][Shape::A];
     for (int kk = 0; kk < KD; ++kk) {
       for (int e = 0; e < Shape::A; ++e) {
         const int64_t j = j0 + w0 + Shape::a_row(ln, e);
         const int x = kk * Shape::K + Shape::a_col(ln, e);
         kf[kk][e] = j < a.tk && x < a.d ? k[(bh * a.tk + j) * a.d + x] : T(0.0f);
-        vf[kk][e] = j < a.tk && x < a.dv ? v[(bh * a.tk + j) * a.dv + x] : T(0.0f);
+        if constexpr (kDk && !kVShared) vf[kk][e] = j < a.tk && x < a.dv ? v[(bh * a.tk + j) * a.dv + x] : T(0.0f);
       }
     }
-    float dkf[FD][Shape::C], dvf[FD][Shape::C];
-    for (int f = 0; f < FD; ++f)
-      for (int e = 0; e < Shape::C; ++e) dkf[f][e] = 0.0f, dvf[f][e] = 0.0f;
+    if constexpr (kVShared) {
+      sync_threads();  // the previous tile's reads of vsh are done
+      stage_bits<T, kD>(v + bh * a.tk * a.dv, a.tk, a.dv, j0, kKeys, vsh, kLd);  // read after the query loop's first barrier
+    }
+    float dkf[kDk ? FD : 1][Shape::C], dvf[kDv ? FD : 1][Shape::C];
+    for (int f = 0; f < FD; ++f) {
+      for (int e = 0; e < Shape::C; ++e) {
+        if constexpr (kDk) dkf[f][e] = 0.0f;
+        if constexpr (kDv) dvf[f][e] = 0.0f;
+      }
+    }
     int64_t first = a.causal ? j0 - (a.tk - a.tq) : 0;
     first = first < 0 ? 0 : first / kTile * kTile;
     for (int64_t i0 = first; i0 < a.tq; i0 += kTile) {
@@ -278,10 +294,17 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
           T qb[Shape::B], ob[Shape::B];
           for (int e = 0; e < Shape::B; ++e) {
             const int at = (f * Shape::N + Shape::b_col(ln, e)) * kLd + kk * Shape::K + Shape::b_row(ln, e);
-            qb[e] = T::from_bits(qs[at]), ob[e] = T::from_bits(dos[at]);
+            qb[e] = T::from_bits(qs[at]);
+            if constexpr (kDk) ob[e] = T::from_bits(dos[at]);
           }
           mma<Shape, T>(sf, kf[kk], qb);
-          mma<Shape, T>(pf, vf[kk], ob);
+          if constexpr (kVShared) {
+            T va[Shape::A];
+            for (int e = 0; e < Shape::A; ++e) va[e] = T::from_bits(vsh[(w0 + Shape::a_row(ln, e)) * kLd + kk * Shape::K + Shape::a_col(ln, e)]);
+            mma<Shape, T>(pf, va, ob);
+          } else if constexpr (kDk) {
+            mma<Shape, T>(pf, vf[kk], ob);
+          }
         }
         for (int e = 0; e < Shape::C; ++e) {
           const int r = w0 + Shape::c_row(ln, e), ci = f * Shape::N + Shape::c_col(ln, e);
@@ -293,8 +316,8 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
             ds = p * (pf[e] * z - rows[kTile + ci]);
             p *= z;
           }
-          pz[r * kLdP + ci] = static_cast<T>(p).bits;
-          dss[r * kLdP + ci] = static_cast<T>(ds).bits;
+          if constexpr (kDv) pz[r * kLdP + ci] = static_cast<T>(p).bits;
+          if constexpr (kDk) dss[r * kLdP + ci] = static_cast<T>(ds).bits;
         }
       }
       sync_threads();
@@ -302,16 +325,18 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
         T pa[Shape::A], sa[Shape::A];
         for (int e = 0; e < Shape::A; ++e) {
           const int at = (w0 + Shape::a_row(ln, e)) * kLdP + kk * Shape::K + Shape::a_col(ln, e);
-          pa[e] = T::from_bits(pz[at]), sa[e] = T::from_bits(dss[at]);
+          if constexpr (kDv) pa[e] = T::from_bits(pz[at]);
+          if constexpr (kDk) sa[e] = T::from_bits(dss[at]);
         }
         for (int f = 0; f < FD; ++f) {
           T ob[Shape::B], qb[Shape::B];
           for (int e = 0; e < Shape::B; ++e) {
             const int at = (kk * Shape::K + Shape::b_row(ln, e)) * kLd + f * Shape::N + Shape::b_col(ln, e);
-            ob[e] = T::from_bits(dos[at]), qb[e] = T::from_bits(qs[at]);
+            if constexpr (kDv) ob[e] = T::from_bits(dos[at]);
+            if constexpr (kDk) qb[e] = T::from_bits(qs[at]);
           }
-          mma<Shape, T>(dvf[f], pa, ob);
-          mma<Shape, T>(dkf[f], sa, qb);
+          if constexpr (kDv) mma<Shape, T>(dvf[f], pa, ob);
+          if constexpr (kDk) mma<Shape, T>(dkf[f], sa, qb);
         }
       }
       sync_threads();  // before the next query tile overwrites the shared tiles
@@ -321,8 +346,12 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
         const int64_t j = j0 + w0 + Shape::c_row(ln, e);
         const int x = f * Shape::N + Shape::c_col(ln, e);
         if (j >= a.tk) continue;
-        if (x < a.d) dk[(bh * a.tk + j) * a.d + x] = static_cast<T>(dkf[f][e] * scale);
-        if (x < a.dv) dv[(bh * a.tk + j) * a.dv + x] = static_cast<T>(dvf[f][e]);
+        if constexpr (kDk) {
+          if (x < a.d) dk[(bh * a.tk + j) * a.d + x] = static_cast<T>(dkf[f][e] * scale);
+        }
+        if constexpr (kDv) {
+          if (x < a.dv) dv[(bh * a.tk + j) * a.dv + x] = static_cast<T>(dvf[f][e]);
+        }
       }
     }
   }
@@ -417,7 +446,12 @@ bool attention_bwd_mma(const AttnArgs& a, const T* go, const T* q, const T* k, c
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     const Grid kv_grid = tiles_grid(a.bh * ((a.tk + 63) / 64)), q_grid = tiles_grid(a.bh * ((a.tq + 63) / 64));
     return with_mma_shape([&]<class Shape>() {
-      launch(attn_dkdv_mma_kernel<Shape, T, kD>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+      if constexpr (kD >= 128) {  // two launches, each with half the accumulators (see the kernel)
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDk>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+      } else {
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv | kMakeDk>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+      }
       launch(attn_dq_mma_kernel<Shape, T, kD>, q_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dq);
     });
   } else {
