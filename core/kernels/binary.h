@@ -97,7 +97,7 @@ struct FloorDivideFn {
       const T mod = kmath::fmod(a, b);
       T div = (a - mod) / b;
       if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
-      if (div == T(0)) return (a / b) < T(0) ? -T(0) : T(0);
+      if (div == T(0)) return (a / b) * T(0);  // a zero with the quotient's sign: -0.0 for 0 / -3 and -0.0 / 3
       T floordiv = kmath::floor(div);
       if (div - floordiv > T(0.5)) floordiv += T(1);
       return floordiv;

@@ -220,6 +220,21 @@ TEST_CASE("composite elementwise ops: activations with options, predicates, roun
   const Tensor f = from_vector<float>({-7.5f, 7.5f}, {2}).to(device());
   CHECK(div(f, full({}, 2.0, DType::f32, device()), "trunc").to_vector<float>() == std::vector<float>{-3, 3});
   CHECK(div(f, full({}, 2.0, DType::f32, device()), "floor").to_vector<float>() == std::vector<float>{-4, 3});
+  // A zero quotient keeps its sign, as floor(a / b), Python and PyTorch give it: 0 / -3 and
+  // -0 / 3 are -0.0, 0 / 3 and -0 / -3 are +0.0 (and 1 / 3 floors to +0.0).
+  for (DType dt : {DType::f32, DType::f64}) {
+    const Tensor num = from_doubles({0.0, -0.0, 0.0, -0.0, 1.0}, {5}, dt).to(device());
+    const Tensor den = from_doubles({-3.0, 3.0, 3.0, -3.0, 3.0}, {5}, dt).to(device());
+    for (const Tensor& q : {floor_divide(num, den), div(num, den, "floor")}) {
+      const std::vector<double> got = q.to(DType::f64).to_vector<double>();
+      const std::vector<bool> negative = {true, true, false, false, false};
+      for (size_t e = 0; e < got.size(); ++e) {
+        CAPTURE(e);
+        CHECK(got[e] == 0.0);
+        CHECK(std::signbit(got[e]) == negative[e]);
+      }
+    }
+  }
   CHECK(div(f, full({}, 2.0, DType::f32, device()), "").to_vector<float>() == std::vector<float>{-3.75f, 3.75f});
   TESSERA_CHECK_THROWS_WITH(div(f, f, "round"), "div: rounding_mode must be");
   // masked_fill broadcasts the mask and keeps the input's dtype.

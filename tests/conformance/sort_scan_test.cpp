@@ -87,6 +87,13 @@ TEST_CASE("cumprod, cummax and cummin match sequential scans, NaN and ties as Py
   }
   TESSERA_CHECK_CLOSE(cumprod(m, 1), ref::Ref{{3, 9}, std::vector<double>(rows.begin(), rows.end())}, Tolerance{1e-5, 1e-6});
   TESSERA_CHECK_GRAD([](const V& in) { return cumprod(in[0], 1); }, {grad_input({2, 6}, 6, 0.5, 1.5)});
+  // Integers and booleans multiply in int64 (like cumsum, and PyTorch): no i32 overflow at 2^31.
+  const Tensor ints = from_vector<int32_t>({1 << 16, 1 << 16, 2, -3}, {4}).to(device());
+  CHECK(cumprod(ints, 0).dtype() == DType::i64);
+  CHECK(cumprod(ints, 0).to_vector<int64_t>() == std::vector<int64_t>{1 << 16, int64_t{1} << 32, int64_t{1} << 33, -(int64_t{3} << 33)});
+  CHECK(cumsum(ints, 0).dtype() == DType::i64);
+  const Tensor flags = from_vector<int32_t>({1, 1, 0, 1}, {4}).to(DType::boolean).to(device());
+  CHECK(cumprod(flags, 0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 0, 0});
 
   const Tensor y = from_vector<float>({1, 3, 2, 3, NAN, 5, 0}, {7}).to(device());
   const ValuesIndices mx = cummax(y, 0);

@@ -135,8 +135,10 @@ ValuesIndices cumulative_extreme(const Tensor& x, int64_t axis, bool is_max, con
 }
 }  // namespace
 
-Tensor cumprod(const Tensor& x, int64_t axis) {
-  detail::check_defined(x, "cumprod");
+Tensor cumprod(const Tensor& x_in, int64_t axis) {
+  detail::check_defined(x_in, "cumprod");
+  // Integers and booleans multiply in int64, as cumsum accumulates them (and as PyTorch does).
+  const Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(DType::i64);
   if (x.dim() == 0) {
     normalize_axis(axis, 0, "cumprod");
     return x;
