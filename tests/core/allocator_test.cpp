@@ -190,16 +190,24 @@ struct FakeStreams {
             }};
   }
 };
+
+// An allocator whose blocks belong to a copy stream, with fake events on the other streams.
+struct EventAllocator {
+  CountingMemory mem;
+  CachingAllocator alloc{"test", mem};
+  int copy_stream = 0, compute_stream = 0;
+  int syncs = 0;
+  FakeStreams fake;
+  EventAllocator() {
+    alloc.set_stream_hooks([this] { return static_cast<const void*>(&copy_stream); }, [this] { ++syncs; });
+    alloc.set_event_hooks(fake.hooks());
+  }
+};
 }  // namespace
 
 TEST_CASE("a block used on another stream returns to the cache once that stream passes its event, with no device sync") {
-  CountingMemory mem;
-  CachingAllocator alloc("test", mem);
-  int copy_stream = 0, compute_stream = 0;
-  int syncs = 0;
-  alloc.set_stream_hooks([&] { return static_cast<const void*>(&copy_stream); }, [&] { ++syncs; });
-  FakeStreams fake;
-  alloc.set_event_hooks(fake.hooks());
+  EventAllocator t;
+  auto& [mem, alloc, copy_stream, compute_stream, syncs, fake] = t;
   void* a = alloc.allocate(4096);
   fake.queued[&compute_stream] = 3;  // the consumer queued three kernels reading the block
   alloc.record_stream(a, &compute_stream);
@@ -218,13 +226,8 @@ TEST_CASE("a block used on another stream returns to the cache once that stream 
 }
 
 TEST_CASE("under a memory limit, blocks held for other streams are waited for by event before OutOfMemory") {
-  CountingMemory mem;
-  CachingAllocator alloc("test", mem);
-  int copy_stream = 0, compute_stream = 0;
-  int syncs = 0;
-  alloc.set_stream_hooks([&] { return static_cast<const void*>(&copy_stream); }, [&] { ++syncs; });
-  FakeStreams fake;
-  alloc.set_event_hooks(fake.hooks());
+  EventAllocator t;
+  auto& [mem, alloc, copy_stream, compute_stream, syncs, fake] = t;
   alloc.set_limit(4 * 4096);
   // A loader's life: each batch is uploaded on the copy stream, read on the compute stream and
   // freed while its reads may still be queued; 1,000 batches in the room of four.
