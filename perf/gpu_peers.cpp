@@ -35,15 +35,27 @@ struct DeviceBuffers {
 #endif
 }  // namespace
 
-std::optional<Peer> vendor_sgemm(Device dev, int64_t m, int64_t n, int64_t k) {
+std::optional<Peer> vendor_gemm(Device dev, DType dt, int64_t m, int64_t n, int64_t k) {
 #if defined(TESSERA_BENCH_CUDA)
-  if (dev.type != DeviceType::cuda) return std::nullopt;
+  if (dev.type != DeviceType::cuda || (dt != DType::f32 && dt != DType::bf16 && dt != DType::f16)) return std::nullopt;
   auto buf = std::make_shared<DeviceBuffers>();
   buf->device = dev.index;
-  if (!buf->add(sizeof(float) * m * k) || !buf->add(sizeof(float) * k * n) || !buf->add(sizeof(float) * m * n)) return std::nullopt;
+  const size_t es = dt == DType::f32 ? 4 : 2;
+  if (!buf->add(es * m * k) || !buf->add(es * k * n) || !buf->add(es * m * n)) return std::nullopt;
   auto handle = std::make_shared<cublasHandle_t>();
   if (cublasCreate(handle.get()) != CUBLAS_STATUS_SUCCESS) return std::nullopt;
   std::shared_ptr<void> destroy(nullptr, [handle](void*) { cublasDestroy(*handle); });
+  if (dt != DType::f32) {
+    const cudaDataType_t t = dt == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    return Peer{"cublas", [=] {
+                  (void)destroy;
+                  const float one = 1.0f, zero = 0.0f;
+                  cublasGemmEx(*handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &one,
+                               buf->ptrs[1], t, static_cast<int>(n), buf->ptrs[0], t, static_cast<int>(k), &zero, buf->ptrs[2], t,
+                               static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                  cudaDeviceSynchronize();
+                }};
+  }
   return Peer{"cublas", [=] {
                 (void)destroy;
                 const float one = 1.0f, zero = 0.0f;
@@ -54,7 +66,7 @@ std::optional<Peer> vendor_sgemm(Device dev, int64_t m, int64_t n, int64_t k) {
                 cudaDeviceSynchronize();
               }};
 #else
-  (void)dev, (void)m, (void)n, (void)k;
+  (void)dev, (void)dt, (void)m, (void)n, (void)k;
   return std::nullopt;
 #endif
 }

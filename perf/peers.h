@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "bench.h"
+#include "tessera/dtype.h"
 
 namespace tessera::bench::peers {
 
@@ -17,7 +18,9 @@ std::optional<Peer> onednn_bf16_gemm(int64_t m, int64_t n, int64_t k, int thread
 Peer stream_triad(int64_t n, int threads);
 
 /** GPU peers: the vendor sgemm (cuBLAS) and a device-to-device copy (work = bytes read + written). */
-std::optional<Peer> vendor_sgemm(Device dev, int64_t m, int64_t n, int64_t k);
+/** The vendor BLAS GEMM on dev (cuBLAS: cublasSgemm for f32, cublasGemmEx with f32 accumulation for
+ *  bf16/f16), row-major m x k times k x n; none where the build has no vendor BLAS. */
+std::optional<Peer> vendor_gemm(Device dev, DType dt, int64_t m, int64_t n, int64_t k);
 std::optional<Peer> device_copy(Device dev, int64_t bytes);
 
 bool have_torch();

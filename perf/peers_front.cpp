@@ -41,8 +41,8 @@ std::optional<Peer> torch_add_1elem(int calls, int threads) { return cpu() ? cpu
 std::optional<Peer> torch_gpt_step(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t dim, int64_t batch, int threads) {
   return cpu() ? cpu()->call_torch_gpt_step(vocab, context, layers, heads, dim, batch, threads) : std::nullopt;
 }
-std::optional<Peer> vendor_sgemm(Device dev, int64_t m, int64_t n, int64_t k) {
-  return gpu() ? gpu()->call_vendor_sgemm(dev, m, n, k) : std::nullopt;
+std::optional<Peer> vendor_gemm(Device dev, DType dt, int64_t m, int64_t n, int64_t k) {
+  return gpu() ? gpu()->call_vendor_gemm(dev, dt, m, n, k) : std::nullopt;
 }
 std::optional<Peer> device_copy(Device dev, int64_t bytes) { return gpu() ? gpu()->call_device_copy(dev, bytes) : std::nullopt; }
 

@@ -15,7 +15,7 @@ TESSERA_MODULE_EXPORT const tessera::bench::peers::CpuPeerTable* tessera_cpu_pee
 #if defined(TESSERA_PEERS_GPU_MODULE)
 TESSERA_MODULE_EXPORT const tessera::bench::peers::GpuPeerTable* tessera_gpu_peers_table() {
   namespace p = tessera::bench::peers;
-  static const p::GpuPeerTable table{&p::vendor_sgemm, &p::device_copy};
+  static const p::GpuPeerTable table{&p::vendor_gemm, &p::device_copy};
   return &table;
 }
 #endif

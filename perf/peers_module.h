@@ -22,7 +22,7 @@ struct CpuPeerTable {
 };
 
 struct GpuPeerTable {
-  decltype(&vendor_sgemm) call_vendor_sgemm;
+  decltype(&vendor_gemm) call_vendor_gemm;
   decltype(&device_copy) call_device_copy;
 };
 

@@ -39,17 +39,20 @@ void gemm_cases(const Ctx& c, std::vector<Case>& out) {
   for (int64_t n : sizes) {
     auto t = keep(randn({n, n}, DType::f32, c.dev), randn({n, n}, DType::f32, c.dev));
     Case k{"gemm", "matmul", "f32", {n, n, n}, 2.0 * n * n * n, 0, 1, [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt};
-    k.peer = c.on_cpu ? peers::openblas_sgemm(n, n, n, c.threads) : peers::vendor_sgemm(c.dev, n, n, n);
+    k.peer = c.on_cpu ? peers::openblas_sgemm(n, n, n, c.threads) : peers::vendor_gemm(c.dev, DType::f32, n, n, n);
     k.check = matmul_check((*t)[0], (*t)[1], false, Tensor(), false, [t] { return matmul((*t)[0], (*t)[1]); }, kDotF32);
     out.push_back(k);
   }
-  // 16-bit GEMMs (f32 accumulation) next to the f32 ones above; bf16 against oneDNN's bf16 GEMM.
+  // 16-bit GEMMs (f32 accumulation) next to the f32 ones above; bf16 against oneDNN's bf16 GEMM
+  // on the CPU, against cuBLAS on a GPU (where 1024 is still launch-bound: up to 8192 there).
+  const bool gpu = !c.on_cpu && c.dev.type != DeviceType::kokkos;
   for (DType dt : {DType::bf16, DType::f16}) {
-    for (int64_t n : c.quick ? std::vector<int64_t>{128} : std::vector<int64_t>{512, 1024}) {
+    for (int64_t n : c.quick ? std::vector<int64_t>{128} : (gpu ? std::vector<int64_t>{1024, 4096, 8192} : std::vector<int64_t>{512, 1024})) {
       auto t = keep(randn({n, n}, dt, c.dev), randn({n, n}, dt, c.dev));
       Case k{"gemm", "matmul", std::string(dt == DType::bf16 ? "bf16" : "f16"), {n, n, n}, 2.0 * n * n * n, 0, 1,
              [t] { (void)matmul((*t)[0], (*t)[1]); }, std::nullopt};
       if (c.on_cpu && dt == DType::bf16) k.peer = peers::onednn_bf16_gemm(n, n, n, c.threads);
+      if (!c.on_cpu) k.peer = peers::vendor_gemm(c.dev, dt, n, n, n);
       // Inputs are exact in double; the f32 sum is rounded once to the 16-bit output.
       k.check = matmul_check((*t)[0], (*t)[1], false, Tensor(), false, [t] { return matmul((*t)[0], (*t)[1]); },
                              Tolerance{dt == DType::bf16 ? 4e-3 : 5e-4, 1e-6, 2e-5});
