@@ -15,9 +15,15 @@ namespace tessera::bench {
 void attention_cases(Device dev, bool quick, int threads, std::vector<Case>& out) {
   const bool on_cpu = dev.type == DeviceType::cpu;
   const int64_t b = 1, h = 4, d = 64;
-  for (int64_t t : quick ? std::vector<int64_t>{256} : std::vector<int64_t>{256, 512, 1024, 2048, 4096}) {
-    auto in = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{randn({b, h, t, d}, DType::f32, dev), randn({b, h, t, d}, DType::f32, dev),
-                                                                        randn({b, h, t, d}, DType::f32, dev), randn({b, h, t, d}, DType::f32, dev)});
+  // f32 everywhere; bf16 too on a GPU, where the matrix-unit kernels (mma.h) run it.
+  std::vector<std::pair<DType, int64_t>> cases;
+  for (int64_t t : quick ? std::vector<int64_t>{256} : std::vector<int64_t>{256, 512, 1024, 2048, 4096}) cases.emplace_back(DType::f32, t);
+  if (!on_cpu && dev.type != DeviceType::emulated && !quick) {
+    for (int64_t t : {1024, 4096}) cases.emplace_back(DType::bf16, t);
+  }
+  for (const auto& [dt, t] : cases) {
+    auto in = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{randn({b, h, t, d}, dt, dev), randn({b, h, t, d}, dt, dev),
+                                                                        randn({b, h, t, d}, dt, dev), randn({b, h, t, d}, dt, dev)});
     const auto body = [in](bool fused) {
       return [in, fused] {
         Tensor q = (*in)[0].detach().set_requires_grad(), k = (*in)[1].detach().set_requires_grad(), v = (*in)[2].detach().set_requires_grad();
@@ -27,7 +33,7 @@ void attention_cases(Device dev, bool quick, int threads, std::vector<Case>& out
     };
     // Causal: half of the 2 forward and 5 backward T x T x D products.
     const double flops = 0.5 * 14.0 * static_cast<double>(b * h) * static_cast<double>(t) * static_cast<double>(t) * static_cast<double>(d);
-    Case c{"attention", "sdpa_causal_fwd_bwd", "f32", {b, h, t, d}, flops, 0, 1, body(true), Peer{"naive", body(false)}};
+    Case c{"attention", "sdpa_causal_fwd_bwd", dt == DType::bf16 ? "bf16" : "f32", {b, h, t, d}, flops, 0, 1, body(true), Peer{"naive", body(false)}};
     c.peak_memory = true;
     out.push_back(c);
   }

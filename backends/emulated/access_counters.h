@@ -62,9 +62,24 @@ const Api& api();
 void record(const void* addr, unsigned size, bool write, const void* pc);
 void record_atomic(const void* addr);
 
+/**
+ * Shared-memory race checking, compute-sanitizer's racecheck for the emulator: every shared
+ * load and store is checked against the byte's last writer and readers. Two accesses of
+ * different threads, at least one a store, conflict unless a __syncthreads lies between them,
+ * or, for two lanes of one warp, a __syncwarp. Warp shuffles order nothing: on hardware they
+ * converge the lanes but give no memory ordering, and racecheck reports such pairs. The first
+ * conflict of a block ends the launch with an error naming the kernel's op, the shared offset,
+ * both threads and both instructions. Off unless TESSERA_EMU_RACECHECK=1 or set_racecheck(true).
+ */
+void set_racecheck(bool on);
+bool racecheck();
+/** The running GPU thread passed a __syncthreads / a __syncwarp (execution.cpp). */
+void barrier_passed();
+void warp_barrier_passed();
+
 // Called by the emulator around blocks and GPU threads (execution.cpp).
 void begin_launch(const char* label, const void* kernel, uint64_t blocks, int threads);
-void begin_block(int threads, const char* shared_begin, const char* shared_end);
+void begin_block(int threads, const char* shared_begin, const char* shared_end, const char* label = nullptr, int warp_size = 32);
 /** GPU thread `tid` runs now on this host thread, its stack in [stack_lo, stack_hi); -1: the
  *  emulator's own code runs. */
 void set_thread(int tid, const void* stack_lo = nullptr, const void* stack_hi = nullptr);

@@ -427,7 +427,7 @@ void execute(const std::function<void()>& body, Dim3 grid, Dim3 block, size_t dy
         });
         b.threads.push_back(std::move(f));
       }
-      access::begin_block(threads, b.arena.data(), b.arena.data() + b.arena.capacity());
+      access::begin_block(threads, b.arena.data(), b.arena.data() + b.arena.capacity(), label, settings().warp_size);
       run_block(b);
       access::end_block(settings().warp_size);
 #if TESSERA_EMU_TSAN
@@ -474,6 +474,7 @@ void sync_threads(std::source_location where) {
 #if TESSERA_EMU_TSAN
   __tsan_acquire(sync);
 #endif
+  access::barrier_passed();
 }
 
 int lane_id() {
@@ -523,6 +524,10 @@ uint64_t exchange(uint64_t value, int src, std::source_location where, uint64_t*
 void warp_gather(uint64_t value, uint64_t* out, std::source_location where) { exchange(value, -1, where, out); }
 
 uint64_t shuffle(uint64_t value, int src_lane, std::source_location where) { return exchange(value, src_lane, where); }
+void sync_warp(std::source_location where) {
+  exchange(0, -1, where);
+  access::warp_barrier_passed();
+}
 uint64_t shuffle_down(uint64_t value, int delta, std::source_location where) {
   const int lane = lane_id();
   return exchange(value, lane + delta < settings().warp_size ? lane + delta : -1, where);

@@ -65,6 +65,9 @@ LaunchStats launch_stats();
 void reset_launch_stats();
 
 void sync_threads(std::source_location where = std::source_location::current());
+/** __syncwarp: every lane of the warp arrives, and shared-memory accesses before it are ordered
+ *  before those after it for the warp's lanes (racecheck counts it; shuffles order nothing). */
+void sync_warp(std::source_location where = std::source_location::current());
 /** Warp shuffles over 64-bit payloads (narrower types are widened by the caller). */
 uint64_t shuffle(uint64_t value, int src_lane, std::source_location where);
 uint64_t shuffle_down(uint64_t value, int delta, std::source_location where);

@@ -53,6 +53,15 @@ class EmulatedMemory final : public RawAllocator {
  public:
   explicit EmulatedMemory(int device) : device_(device) {}
   void* raw_alloc(size_t nbytes) override {
+    // Relaxed capture mode around the allocation, as the CUDA backend does: an allocation inside a
+    // thread-local capture would otherwise fail and invalidate the capture.
+    struct Relaxed {
+      emu::CaptureMode previous = emu::exchange_capture_mode(emu::CaptureMode::relaxed);
+      ~Relaxed() { emu::exchange_capture_mode(previous); }
+    } const relaxed;
+    if (!emu::unsafe_call_allowed(device_)) {  // as the CUDA backend reports a non-OOM failure
+      throw Error(detail::concat("allocate: emulated:", device_, ": operation not permitted when stream is capturing (", nbytes, " B)"));
+    }
     const size_t bytes = (nbytes + 255) / 256 * 256;
     void* p = std::aligned_alloc(256, bytes);
     if (p) emu::add_allocation(p, bytes, device_);
@@ -231,6 +240,10 @@ class EmulatedBackend final : public Backend {
   std::unique_ptr<GraphExec> end_capture(int d) override {
     TESSERA_CHECK(emu::capture(d), "graph capture", "emulated:", d, " is not capturing on this thread");
     emu::set_capture(d, nullptr);
+    if (emu::take_capture_invalidated(d)) {
+      captures_[static_cast<size_t>(d)].reset();
+      throw Error(detail::concat("graph capture: emulated:", d, ": operation failed due to a previous error during capture"));
+    }
     auto graph = std::make_unique<EmulatedGraph>(d, std::move(*captures_[static_cast<size_t>(d)]));
     captures_[static_cast<size_t>(d)].reset();
     return graph;

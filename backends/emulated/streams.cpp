@@ -1,6 +1,7 @@
 #include "streams.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -145,7 +146,21 @@ namespace {
 thread_local WorkList* t_capture[kMaxDevices] = {};
 }  // namespace
 
-void set_capture(int device, WorkList* list) { t_capture[device] = list; }
+namespace {
+thread_local CaptureMode t_capture_mode = CaptureMode::thread_local_mode;
+thread_local std::array<bool, kMaxDevices> t_capture_invalidated{};
+}  // namespace
+void set_capture(int device, WorkList* list) {
+  t_capture[device] = list;
+  if (list) t_capture_invalidated[device] = false;
+}
+CaptureMode exchange_capture_mode(CaptureMode mode) { return std::exchange(t_capture_mode, mode); }
+bool unsafe_call_allowed(int device) {
+  if (!t_capture[device] || t_capture_mode == CaptureMode::relaxed) return true;
+  t_capture_invalidated[device] = true;
+  return false;
+}
+bool take_capture_invalidated(int device) { return std::exchange(t_capture_invalidated[device], false); }
 WorkList* capture(int device) { return t_capture[device]; }
 
 void submit(Queue* q, std::function<void()> work) {

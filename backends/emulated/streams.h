@@ -71,6 +71,19 @@ using WorkList = std::vector<std::function<void()>>;
 void set_capture(int device, WorkList* list);
 WorkList* capture(int device);
 /**
+ * The thread's capture mode (cudaThreadExchangeStreamCaptureMode). While a thread captures in the
+ * default (thread-local) mode, a potentially unsafe call on it - an allocation - fails and
+ * invalidates the capture, as on CUDA: end_capture then reports "operation failed due to a
+ * previous error during capture". Relaxed mode permits it; the allocators switch to it around
+ * their allocation, as PyTorch's does.
+ */
+enum class CaptureMode { thread_local_mode, relaxed };
+CaptureMode exchange_capture_mode(CaptureMode mode);
+/** Whether an unsafe call on this thread may go ahead; if not, the capture is invalidated. */
+bool unsafe_call_allowed(int device);
+/** Whether the thread's capture on `device` was invalidated; clears the mark. */
+bool take_capture_invalidated(int device);
+/**
  * The calling thread's latched "last error", as cudaGetLastError / hipGetLastError keep it: a
  * call that failed without its error being read leaves it for whoever asks next (ROCm 7 also
  * latches NotReady from event polling). gpu::launch reads it before launching, so such an error

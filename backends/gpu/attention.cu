@@ -74,6 +74,9 @@ template <class T, int kD> TESSERA_GLOBAL void attn_fwd_kernel(AttnArgs a, const
     load_tile(q + bh * a.tq * a.d, a.tq, a.d, i0, kRows, kD, qs, kD, static_cast<C>(a.scale));
     for (int e = static_cast<int>(thread_x()); e < kRows * kD; e += static_cast<int>(block_dim_x())) acc[e] = 0;
     if (thread_x() < static_cast<unsigned>(kRows)) m[thread_x()] = -INFINITY, l[thread_x()] = 0;
+    // A tile with no keys (causal, tq > tk) goes straight to the epilogue, which reads l and m
+    // across threads: their initial values must be visible (racecheck on an H200 found it).
+    sync_threads();
     const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
     const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
     for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
@@ -196,6 +199,7 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
         const float p = valid ? ::expf(s - mn) : 0.0f;
         const float sum = warp_all_reduce(p, SumOp<float>{});
         if (ln < kTile) ps[row * kLdP + ln] = static_cast<T>(valid ? p * dropout_factor<float>(a, bh * a.tq + i, j) : 0.0f).bits;
+        sync_warp();  // every lane read m[row] before lane 0 rewrites it (a shuffle orders no memory)
         if (ln == 0) {
           alpha[row] = m_old == -INFINITY ? 0.0f : ::expf(m_old - mn);
           if (mn != -INFINITY) l[row] = l[row] * alpha[row] + sum, m[row] = mn;

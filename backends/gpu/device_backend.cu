@@ -65,8 +65,18 @@ class DeviceMemory final : public RawAllocator {
   void* raw_alloc(size_t nbytes) override {
     const DeviceScope scope(device_);  // the allocation lands on this allocator's device
     void* p = nullptr;
-    if (!ok(vendor::allocate(&p, nbytes))) {
+    const VendorError e = vendor::allocate(&p, nbytes);
+    if (!ok(e)) {
       (void)last_error();  // clear the sticky error: the caching allocator retries or throws
+      // Only a lack of memory is OutOfMemory; anything else (a capture it broke, a lost device)
+      // is reported as what it is, not as "out of memory allocating 128 B".
+      if (!vendor::out_of_memory(e)) {
+#if defined(__HIPCC__)
+        throw Error(detail::concat("allocate: hip:", device_, ": ", error_text(e), " (", nbytes, " B)"));
+#else
+        throw Error(detail::concat("allocate: cuda:", device_, ": ", error_text(e), " (", nbytes, " B)"));
+#endif
+      }
       return nullptr;
     }
     return p;

@@ -135,7 +135,14 @@ inline void range_pop() {
 inline VendorError device_count(int* n) { return hipGetDeviceCount(n); }
 inline VendorError set_device(int d) { return hipSetDevice(d); }
 inline VendorError get_device(int* d) { return hipGetDevice(d); }
-inline VendorError allocate(void** p, size_t n) { return hipMalloc(p, n); }
+inline VendorError allocate(void** p, size_t n) {  // relaxed capture mode: see the CUDA variant
+  hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
+  (void)hipThreadExchangeStreamCaptureMode(&mode);
+  const VendorError e = hipMalloc(p, n);
+  (void)hipThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}
+inline bool out_of_memory(VendorError e) { return e == hipErrorOutOfMemory; }
 inline VendorError release(void* p) { return hipFree(p); }
 inline VendorError to_device(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyHostToDevice); }
 inline VendorError to_host(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyDeviceToHost); }
@@ -192,7 +199,17 @@ inline void range_pop() { nvtxRangePop(); }
 inline VendorError device_count(int* n) { return cudaGetDeviceCount(n); }
 inline VendorError set_device(int d) { return cudaSetDevice(d); }
 inline VendorError get_device(int* d) { return cudaGetDevice(d); }
-inline VendorError allocate(void** p, size_t n) { return cudaMalloc(p, n); }
+// cudaMalloc inside a stream capture of the default (thread-local) mode fails and invalidates the
+// capture; relaxed mode permits it (the address stays valid for replays: the caching allocator
+// never frees during a capture). PyTorch's allocator does the same.
+inline VendorError allocate(void** p, size_t n) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  const VendorError e = cudaMalloc(p, n);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}
+inline bool out_of_memory(VendorError e) { return e == cudaErrorMemoryAllocation; }
 inline VendorError release(void* p) { return cudaFree(p); }
 inline VendorError to_device(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyHostToDevice); }
 inline VendorError to_host(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost); }
@@ -291,6 +308,14 @@ TESSERA_DEVICE unsigned block_x() { return static_cast<unsigned>(blockIdx.x); }
 TESSERA_DEVICE unsigned block_dim_x() { return static_cast<unsigned>(blockDim.x); }
 TESSERA_DEVICE unsigned grid_dim_x() { return static_cast<unsigned>(gridDim.x); }
 TESSERA_DEVICE void sync_threads() { __syncthreads(); }
+// __syncwarp: orders the warp's shared-memory accesses (a shuffle converges lanes but orders no
+// memory). A wavefront runs in lockstep and its LDS accesses complete in order, so on AMD only
+// the compiler must not move accesses across it.
+#if defined(__HIPCC__)
+TESSERA_DEVICE void sync_warp() { __builtin_amdgcn_wave_barrier(); }
+#else
+TESSERA_DEVICE void sync_warp() { __syncwarp(); }
+#endif
 TESSERA_DEVICE int warp_size() { return warpSize; }
 TESSERA_DEVICE int lane() { return static_cast<int>(threadIdx.x) % warpSize; }
 #if defined(__HIPCC__)
@@ -326,6 +351,7 @@ TESSERA_EMU_BUILTIN inline unsigned block_x() { return emu::current().block_idx.
 TESSERA_EMU_BUILTIN inline unsigned block_dim_x() { return emu::current().block_dim.x; }
 TESSERA_EMU_BUILTIN inline unsigned grid_dim_x() { return emu::current().grid_dim.x; }
 inline void sync_threads(std::source_location where = std::source_location::current()) { emu::sync_threads(where); }
+inline void sync_warp(std::source_location where = std::source_location::current()) { emu::sync_warp(where); }
 TESSERA_EMU_BUILTIN inline int warp_size() { return emu::settings().warp_size; }
 TESSERA_EMU_BUILTIN inline int lane() { return emu::lane_id(); }
 template <class T> uint64_t to_bits(T v) {

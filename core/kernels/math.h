@@ -42,6 +42,21 @@ TESSERA_HD_INLINE double fmod(double a, double b) { return ::fmod(a, b); }
 TESSERA_HD_INLINE float atan2(float a, float b) { return ::atan2f(a, b); }
 TESSERA_HD_INLINE double atan2(double a, double b) { return ::atan2(a, b); }
 
+// A product and a sum that are never fused into an FMA. nvcc and hipcc contract a * b + c by
+// default, and may contract the same expression differently in two kernels that inline it: on an
+// H200 the multi-tensor and the per-parameter Adam kernels rounded differently. Steps that must
+// agree bit for bit across kernels (the optimizers) spell their arithmetic with these. The host
+// compilers here do not contract in ISO C++ mode, so plain operators round the same way.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+TESSERA_HD_INLINE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+TESSERA_HD_INLINE double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+TESSERA_HD_INLINE float add_rn(float a, float b) { return __fadd_rn(a, b); }
+TESSERA_HD_INLINE double add_rn(double a, double b) { return __dadd_rn(a, b); }
+#else
+template <class T> TESSERA_HD_INLINE T mul_rn(T a, T b) { return a * b; }
+template <class T> TESSERA_HD_INLINE T add_rn(T a, T b) { return a + b; }
+#endif
+
 template <class T> TESSERA_HD_INLINE bool isnan(T x) {
   if constexpr (std::is_floating_point_v<T>) {
     return x != x;

@@ -30,14 +30,15 @@ template <class C> struct AdamStep {
         keep2(static_cast<C>(a.beta2)), new2(static_cast<C>(1.0 - a.beta2)), sqrt_bc2(static_cast<C>(std::sqrt(a.bias_correction2))),
         eps(static_cast<C>(a.eps)), step(static_cast<C>(a.lr / a.bias_correction1)), decoupled(a.decoupled), has_wd(a.weight_decay != 0) {}
   TESSERA_HD void operator()(C& p, C& m, C& v, C g) const {
+    using kmath::add_rn, kmath::mul_rn;  // no FMA contraction: every kernel rounds alike
     if (has_wd) {
-      if (decoupled) p = p * decay_mul;
-      else g = g + wd * p;
+      if (decoupled) p = mul_rn(p, decay_mul);
+      else g = add_rn(g, mul_rn(wd, p));
     }
-    m = m + (g - m) * keep1;
-    v = v * keep2 + g * g * new2;
-    const C denom = kmath::sqrt(v) / sqrt_bc2 + eps;
-    p = p - m / denom * step;
+    m = add_rn(m, mul_rn(g - m, keep1));
+    v = add_rn(mul_rn(v, keep2), mul_rn(mul_rn(g, g), new2));
+    const C denom = add_rn(kmath::sqrt(v) / sqrt_bc2, eps);
+    p = p - mul_rn(m / denom, step);
   }
 };
 
@@ -49,12 +50,13 @@ template <class C> struct SgdStep {
       : wd(static_cast<C>(a.weight_decay)), momentum(static_cast<C>(a.momentum)), keep(static_cast<C>(1.0 - a.dampening)),
         lr(static_cast<C>(a.lr)), has_wd(a.weight_decay != 0), has_momentum(a.momentum != 0), first(a.first_step), nesterov(a.nesterov) {}
   TESSERA_HD void operator()(C& p, C& buf, C g) const {
-    if (has_wd) g = g + wd * p;
+    using kmath::add_rn, kmath::mul_rn;
+    if (has_wd) g = add_rn(g, mul_rn(wd, p));
     if (has_momentum) {
-      buf = first ? g : buf * momentum + g * keep;
-      g = nesterov ? g + buf * momentum : buf;
+      buf = first ? g : add_rn(mul_rn(buf, momentum), mul_rn(g, keep));
+      g = nesterov ? add_rn(g, mul_rn(buf, momentum)) : buf;
     }
-    p = p - g * lr;
+    p = p - mul_rn(g, lr);
   }
 };
 

@@ -12,6 +12,7 @@
 
 #include "emulated/execution.h"
 #include "gpu/runtime.h"
+#include "ops/dispatch.h"
 #include "emulated/streams.h"
 #include "tessera/backend/registry.h"
 #include "tessera/tessera.h"
@@ -125,4 +126,25 @@ TEST_CASE("a block larger than the kernels' launch bound is refused, as on hardw
   CHECK(threads == static_cast<int>(gpu::kMaxBlockThreads));
   CHECK(launch_with(2 * gpu::kMaxBlockThreads).find("too many resources requested for launch") != std::string::npos);
   CHECK(threads == static_cast<int>(gpu::kMaxBlockThreads));  // nothing ran
+}
+
+// The emulator's device memory is host memory, so a CPU kernel handed a device tensor reads it
+// and "works"; on an H200 the same call (cross_entropy with cpu logits and a device target)
+// crashed the process. The dispatcher refuses any operand on another device, whatever the op.
+TEST_CASE("a kernel given an operand on another device is refused before it runs, as hardware would fault") {
+  const Tensor host_logits = ones({2, 3});
+  const Tensor dev_target = from_vector<int64_t>({1, 0}, {2}).to(kDev0);
+  const std::string ce = error_of([&] { (void)cross_entropy(host_logits, dev_target); });
+  CHECK(ce.find("cross_entropy: ") == 0);
+  CHECK(ce.find("cpu") != std::string::npos);
+  CHECK(ce.find("emulated:0") != std::string::npos);
+  // The floor under every op: run_kernel itself, whatever checks the op made first.
+  const Tensor a = ones({4}), b = ones({4}).to(kDev0);
+  Tensor out = empty({4});
+  const Tensor in[2] = {a, b};
+  const std::string add_err = error_of([&] { detail::run_kernel(OpId::Add, kCPU, in, std::span<Tensor>(&out, 1), OpAttrs{}); });
+  CHECK(add_err.find("add: expected all tensors on cpu") == 0);
+  Tensor dev_out = empty({4}, DType::f32, kDev0);
+  const Tensor host_in[2] = {a, a};
+  CHECK(error_of([&] { detail::run_kernel(OpId::Add, kCPU, host_in, std::span<Tensor>(&dev_out, 1), OpAttrs{}); }).find("emulated:0") != std::string::npos);
 }

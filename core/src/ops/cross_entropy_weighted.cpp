@@ -25,6 +25,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const Tensor
   constexpr const char* op = "cross_entropy";
   detail::check_defined(logits_in, op, "input");
   detail::check_defined(target, op, "target");
+  detail::common_device({&logits_in, &target, &weight}, op);
   TESSERA_CHECK(logits_in.dim() >= 2, op, "input must be [N, C, ...], got ", shape_str(logits_in.shape()));
   TESSERA_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ", label_smoothing);
   const Tensor logits = autocast(logits_in, CastPolicy::f32);

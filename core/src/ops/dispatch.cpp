@@ -33,6 +33,17 @@ Device common_device(std::initializer_list<const Tensor*> tensors, const char* o
 void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::span<Tensor> outputs,
                 const OpAttrs& attrs) {
   const char* name = op_name(op).data();  // names are string literals, so NUL-terminated
+  // Every operand on the kernel's device: a kernel reads its inputs through raw pointers, and a
+  // CPU kernel handed device memory (or a GPU kernel host memory) faults on hardware, while the
+  // emulator's device memory is host memory and would hide it. Ops check this first with their
+  // own message; this is the floor under every one of them.
+  for (std::span<const Tensor> group : {inputs, std::span<const Tensor>(outputs.data(), outputs.size())}) {
+    for (const Tensor& t : group) {
+      if (t.defined() && t.device() != device) {
+        throw Error(concat(name, ": expected all tensors on ", device.str(), ", got one on ", t.device().str()));
+      }
+    }
+  }
   Backend& backend = backend_for_device(device, name);
   KernelFn fn = backend.kernels()[op];
   if (!fn) {

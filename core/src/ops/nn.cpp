@@ -316,6 +316,7 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& logits, const Tensor& ta
   detail::check_defined(logits, op, "input");
   detail::check_index_dtype(target, op, "target");
   TESSERA_CHECK(logits.dim() >= 2, op, "input must be [N, C, ...], got ", shape_str(logits.shape()));
+  detail::common_device({&logits, &target}, op);
   Shape want = logits.shape();
   want.erase(want.begin() + 1);
   TESSERA_CHECK(target.shape() == want, op, "target ", shape_str(target.shape()), " does not match input ",
