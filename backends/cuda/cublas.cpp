@@ -16,10 +16,12 @@ namespace tessera {
 namespace gpu::cuda {
 void bias_activation(Tensor& out, const Tensor& bias, Activation act);  // backends/gpu/linalg.cu
 cudaStream_t current_vendor_stream();                                    // backends/gpu/device_backend.cu
+void add_capture_prepare_hook(void (*hook)(int device));                 // backends/gpu/device_backend.cu
 }
 
 namespace cublas {
 bool cublaslt_linear(const KernelCall& call);  // cublaslt.cpp
+void prepare_lt_for_capture(int device);       // cublaslt.cpp
 
 namespace {
 
@@ -91,6 +93,11 @@ void install(KernelTable& table) {
   g_own_linear = table[OpId::Linear];
   table[OpId::Matmul] = &matmul;
   table[OpId::Linear] = &linear;
+  // Handles (and cuBLASLt's workspace) for a capture stream exist before its capture begins.
+  gpu::cuda::add_capture_prepare_hook([](int device) {
+    (void)handle(device);
+    prepare_lt_for_capture(device);
+  });
 }
 
 }  // namespace cublas

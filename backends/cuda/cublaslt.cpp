@@ -113,6 +113,12 @@ bool data_type(DType dt, cudaDataType& t) {
 }
 }  // namespace
 
+/** Makes the calling thread's handle and workspace for the current stream (before a capture). */
+void prepare_lt_for_capture(int device) {
+  const cuda_libs::DeviceGuard guard(device, "cublasLt");
+  (void)lt_context(device);
+}
+
 /** Runs linear with a fused epilogue; false when cuBLASLt cannot express the call. */
 bool cublaslt_linear(const KernelCall& call) {
   const Tensor& x = call.inputs[0];

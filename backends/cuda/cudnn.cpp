@@ -29,6 +29,7 @@
 namespace tessera {
 namespace gpu::cuda {
 cudaStream_t current_vendor_stream();  // backends/gpu/device_backend.cu
+void add_capture_prepare_hook(void (*hook)(int device));  // backends/gpu/device_backend.cu
 }
 
 namespace cudnn {
@@ -248,6 +249,7 @@ void install(KernelTable& table) {
   table[OpId::Conv2d] = &forward;
   table[OpId::Conv2dInputGrad] = &input_grad;
   table[OpId::Conv2dWeightGrad] = &weight_grad;
+  gpu::cuda::add_capture_prepare_hook([](int device) { (void)handle(device); });  // before the capture, as cuBLAS
 }
 
 }  // namespace cudnn

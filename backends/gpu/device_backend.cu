@@ -49,6 +49,23 @@ DeviceSyncHooks& device_sync_hooks() {
   static auto* h = new DeviceSyncHooks;
   return *h;
 }
+// Vendor libraries make their handles for a capture stream before the capture begins.
+struct CapturePrepareHooks {
+  std::mutex mutex;
+  std::vector<void (*)(int)> hooks;
+};
+CapturePrepareHooks& capture_prepare_hooks() {
+  static auto* h = new CapturePrepareHooks;
+  return *h;
+}
+void run_capture_prepare_hooks(int device) {
+  std::vector<void (*)(int)> hooks;
+  {
+    std::lock_guard lock(capture_prepare_hooks().mutex);
+    hooks = capture_prepare_hooks().hooks;
+  }
+  for (auto* hook : hooks) hook(device);
+}
 void before_device_sync(int device) {
   if (!device_sync_hooks().any.load(std::memory_order_acquire)) return;
   std::vector<void (*)(int)> hooks;
@@ -453,6 +470,15 @@ class DeviceBackend final : public Backend {
     (void)vendor::event_destroy(ready);
     TESSERA_GPU_CHECK(e);
     vendor::current_stream(d) = c.stream;
+    // Vendor handles for the capture stream are made now: cublasCreate and friends allocate and
+    // synchronise, which a capture forbids (on an H200 cublasCreate failed inside one with
+    // NOT_INITIALIZED and broke the capture).
+    try {
+      run_capture_prepare_hooks(d);
+    } catch (...) {
+      vendor::current_stream(d) = c.previous;
+      throw;
+    }
     e = vendor::begin_capture(c.stream);
     if (!ok(e)) {
       vendor::current_stream(d) = c.previous;
@@ -468,7 +494,12 @@ class DeviceBackend final : public Backend {
     const VendorError e = vendor::end_capture(c.stream, &graph);
     vendor::current_stream(d) = c.previous;
     c.active = false;
-    TESSERA_GPU_CHECK(e);
+    if (!ok(e)) {
+      // An invalidated capture also latches its error: read it here, or the next kernel launch
+      // of this thread would be refused for it (a failed capture broke the tests after it).
+      (void)last_error();
+      throw Error(detail::concat("graph capture: ", name_, ":", d, ": ", error_text(e)));
+    }
     return std::make_unique<VendorGraph>(graph);
   }
 
@@ -500,6 +531,11 @@ void add_device_sync_hook(void (*hook)(int device)) {
   std::lock_guard lock(device_sync_hooks().mutex);
   device_sync_hooks().hooks.push_back(hook);
   device_sync_hooks().any.store(true, std::memory_order_release);
+}
+/** `hook(device)` runs before a capture begins, its stream already current (vendor handles). */
+void add_capture_prepare_hook(void (*hook)(int device)) {
+  std::lock_guard lock(capture_prepare_hooks().mutex);
+  capture_prepare_hooks().hooks.push_back(hook);
 }
 /** `hook(stream_key)` runs when a stream is destroyed, after its work finished. */
 void add_stream_release_hook(void (*hook)(const void* stream_key)) {

@@ -206,10 +206,60 @@ template <class C> struct AddC {
   TESSERA_HD C operator()(C a, C b) const { return a + b; }
 };
 
+// v across the block, every thread gets it: butterfly shuffles within each warp, then one
+// exchange of the warp totals through shared memory (two barriers, where block_reduce takes six).
+// The warps' totals combine in warp order, so the result depends on the shape only.
+template <class Acc, class Op> TESSERA_DEVICE Acc block_allreduce(Acc v, Op op, Acc* smem) {
+  const int warp = warp_size(), nwarps = static_cast<int>(block_dim_x()) / warp, w = static_cast<int>(thread_x()) / warp;
+  v = warp_all_reduce(v, op);
+  if (gpu::lane() == 0) smem[w] = v;
+  sync_threads();
+  Acc r = smem[0];
+  for (int i = 1; i < nwarps; ++i) r = op(r, smem[i]);
+  sync_threads();  // smem is reused by the next call
+  return r;
+}
+
 // Softmax, a block per row, in the compute type: max, sum of exp(x - max), then the outputs.
+// Rows up to kThreads * kSoftmaxPer elements stay in registers: one read of the input and one
+// exp per element (the general loop below reads the row three times; on an H200 it ran at a
+// third of PyTorch's speed on 16384 x 1024).
+constexpr int kSoftmaxPer = 8;
 template <class T, bool kLog> TESSERA_GLOBAL void softmax_rows_kernel(int64_t rows, int64_t len, const T* in, T* out) {
   using C = compute_t<T>;
   TESSERA_SHARED_ARRAY(C, smem, kThreads);
+  const int64_t t = thread_x(), n = block_dim_x();
+  if (len <= n * kSoftmaxPer) {
+    for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
+      const T* row = in + r * len;
+      C v[kSoftmaxPer];
+      C mx = -INFINITY;
+      TESSERA_UNROLL
+      for (int k = 0; k < kSoftmaxPer; ++k) {
+        const int64_t j = t + k * n;
+        v[k] = j < len ? static_cast<C>(row[j]) : C(-INFINITY);
+        mx = MaxC<C>{}(mx, v[k]);
+      }
+      mx = block_allreduce(mx, MaxC<C>{}, smem);
+      if (mx == C(-INFINITY)) mx = 0;  // as below
+      C s = 0;
+      TESSERA_UNROLL
+      for (int k = 0; k < kSoftmaxPer; ++k) {  // softmax keeps exp(x - max), log_softmax x - max
+        v[k] -= mx;
+        const C e = ::exp(v[k]);
+        if (!kLog) v[k] = e;
+        if (t + k * n < len) s += e;
+      }
+      s = block_allreduce(s, AddC<C>{}, smem);
+      const C log_s = ::log(s), inv_s = C(1) / s;
+      TESSERA_UNROLL
+      for (int k = 0; k < kSoftmaxPer; ++k) {
+        const int64_t j = t + k * n;
+        if (j < len) out[r * len + j] = static_cast<T>(kLog ? v[k] - log_s : v[k] * inv_s);
+      }
+    }
+    return;
+  }
   for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
     const T* row = in + r * len;
     C mx = -INFINITY;
