@@ -28,6 +28,15 @@ template <class Launch> void along_axis(const KernelCall& c, Launch&& launch_row
   Tensor& out = c.outputs[0];
   std::vector<int64_t> order;
   const Tensor rows = as_rows(x, {c.attrs.axis}, order);
+  // Along the last axis of a dense output (softmax over features, the common case) the kernel
+  // writes the output itself: a temporary and a copy back doubled softmax's memory traffic.
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+  if (identity && out.is_contiguous()) {
+    Tensor direct = out.view(rows.shape());
+    launch_rows(rows, direct);
+    return;
+  }
   Tensor result = empty(rows.shape(), out.dtype(), out.device());
   launch_rows(rows, result);
   Shape permuted;

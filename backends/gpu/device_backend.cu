@@ -369,6 +369,7 @@ class DeviceBackend final : public Backend {
   // Copies are ordered on the thread's current stream; the host-side ones wait for it, so the
   // host buffer is free (or filled) when they return.
   void copy_from_host(void* dst, const void* src, size_t n, int d) override {
+    refuse_while_capturing(d);
     const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::to_device_async(dst, src, n, vendor::current_stream(d)));
     TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream(d)));
@@ -376,6 +377,7 @@ class DeviceBackend final : public Backend {
     g_error_slots.check(d, &vendor::current_stream(d));
   }
   void copy_to_host(void* dst, const void* src, size_t n, int d) override {
+    refuse_while_capturing(d);
     const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::to_host_async(dst, src, n, vendor::current_stream(d)));
     TESSERA_GPU_CHECK(vendor::stream_synchronize(vendor::current_stream(d)));
@@ -405,6 +407,7 @@ class DeviceBackend final : public Backend {
     TESSERA_GPU_CHECK(e);
   }
   void synchronize(int d) override {
+    refuse_while_capturing(d);
     before_device_sync(d);
     const DeviceScope scope(d);
     TESSERA_GPU_CHECK(vendor::synchronize());
@@ -504,6 +507,15 @@ class DeviceBackend final : public Backend {
   }
 
  private:
+  // A host copy or wait on a stream being captured is illegal and would invalidate the capture
+  // (on an H200: "operation not permitted when stream is capturing", and the capture lost): it is
+  // refused first with the emulator's message, and the capture goes on.
+  void refuse_while_capturing(int d) const {
+    if (d < 0 || d >= 64 || !t_captures[d].active) return;
+    const char* op = detail::current_op();
+    throw Error(detail::concat("graph capture: ", op ? op : "a host read or synchronisation", " waits for ", name_, ":", d,
+                               " while its work is being captured (nothing captured has run yet; read results after replay())"));
+  }
   struct Capture {
     vendor::StreamHandle stream = nullptr, previous = nullptr;  // the stream lives until the process ends
     bool active = false;
