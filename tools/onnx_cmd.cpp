@@ -11,6 +11,7 @@
 #include "train_args.h"
 
 #ifdef TESSERA_HAS_ONNX
+#include "onnx_outputs.h"
 #include "tessera/onnx.h"
 #endif
 
@@ -74,8 +75,9 @@ void add_onnx_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("onnx", "ONNX import: run the ONNX node-test suite or a model");
   cmd->require_subcommand(1);
   struct Args {
-    std::string dir = "/usr/share/libonnx-testdata/data/node", backend = "cpu", json, filter, model;
-    std::vector<std::string> inputs;
+    std::string dir = "/usr/share/libonnx-testdata/data/node", backend = "cpu", json, filter, model, output;
+    std::vector<std::string> inputs, compare;
+    double rtol = 1e-5, atol = 1e-6;
     bool quiet = false;
   };
   static Args a;
@@ -90,6 +92,10 @@ void add_onnx_command(CLI::App& app) {
   run->add_option("model", a.model, "model.onnx")->required();
   run->add_option("--input", a.inputs, "TensorProto files, one per model input, in order");
   run->add_option("--backend", a.backend, "cpu, cuda[:i], hip[:i], kokkos, emulated")->capture_default_str();
+  run->add_option("--output", a.output, "Write each output at full precision to DIR/output_<i>.pb (TensorProto) and .npy");
+  run->add_option("--compare", a.compare, "Reference TensorProto files, one per output in order: fail unless |out - ref| <= atol + rtol |ref|");
+  run->add_option("--rtol", a.rtol, "Relative tolerance of --compare")->capture_default_str()->check(CLI::NonNegativeNumber);
+  run->add_option("--atol", a.atol, "Absolute tolerance of --compare")->capture_default_str()->check(CLI::NonNegativeNumber);
 #ifdef TESSERA_HAS_ONNX
   test->callback([] {
     const int rc = run_suite(a.dir, a.backend, a.json, a.filter, a.quiet);
@@ -101,6 +107,13 @@ void add_onnx_command(CLI::App& app) {
     for (const std::string& p : a.inputs) inputs.push_back(onnx::load_tensor(p));
     const std::vector<Tensor> outs = model.run(inputs, pick_device(a.backend));
     for (size_t i = 0; i < outs.size(); ++i) std::printf("%s = %s\n", model.output_names()[i].c_str(), outs[i].to(kCPU).str().c_str());
+    if (!a.output.empty()) {
+      write_outputs(a.output, outs, model.output_names());
+      std::printf("wrote %zu outputs to %s (output_<i>.pb, output_<i>.npy)\n", outs.size(), a.output.c_str());
+    }
+    if (!a.compare.empty() && !compare_outputs(outs, model.output_names(), a.compare, a.rtol, a.atol)) {
+      throw Error("onnx run: outputs differ from the --compare references beyond the tolerance (above)");
+    }
   });
 #else
   const auto off = [] { throw Error("onnx: this build has no ONNX import (install libonnx-dev and reconfigure)"); };

@@ -1,11 +1,13 @@
 // DLPack export and import (tessera/dlpack.h).
 #include "tessera/dlpack.h"
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "tessera/backend/registry.h"
 #include "tessera/error.h"
+#include "tessera/shape.h"
 #include "tessera/storage.h"
 
 namespace tessera {
@@ -103,20 +105,35 @@ Tensor from_dlpack(DLManagedTensor* managed) {
   Backend* backend = find_backend(device.type);
   TESSERA_CHECK(backend != nullptr && backend->device_count() > device.index, "from_dlpack", "the tensor is on ", device.str(),
                 ", which this build or machine has no device for");
-  TESSERA_CHECK(d.ndim >= 0, "from_dlpack", "negative ndim ", d.ndim);
+  // The producer is not trusted: every size is checked with the overflow rules the rest of core
+  // uses, so a shape or stride that would wrap (a [2^62, 4] shape, a 2^62 stride landing back on
+  // element 0) or a null pointer is an error here, not a fault or a silent wrong value later.
+  TESSERA_CHECK(d.ndim >= 0 && d.ndim <= 64, "from_dlpack", "ndim must be in [0, 64], got ", d.ndim);
+  TESSERA_CHECK(d.ndim == 0 || d.shape != nullptr, "from_dlpack", "null shape pointer with ndim ", d.ndim);
   Shape shape(d.shape, d.shape + d.ndim);
+  const int64_t count = checked_numel(shape, "from_dlpack");  // negative sizes, > 2^63 elements
   Strides strides(static_cast<size_t>(d.ndim));
-  int64_t span = 1, contiguous = 1;  // elements from the first to one past the last
+  int64_t span = count > 0 ? 1 : 0, contiguous = 1;  // elements from the first to one past the last
   for (int i = d.ndim - 1; i >= 0; --i) {
-    strides[static_cast<size_t>(i)] = d.strides ? d.strides[i] : contiguous;  // NULL strides: compact row-major
-    contiguous *= shape[static_cast<size_t>(i)];
-    TESSERA_CHECK(strides[static_cast<size_t>(i)] >= 0, "from_dlpack", "negative strides are not supported, got ", strides[static_cast<size_t>(i)],
-                  " on axis ", i);
-    if (shape[static_cast<size_t>(i)] == 0) span = 0;
-    if (span > 0) span += (shape[static_cast<size_t>(i)] - 1) * strides[static_cast<size_t>(i)];
+    const auto a = static_cast<size_t>(i);
+    strides[a] = d.strides ? d.strides[i] : contiguous;  // NULL strides: compact row-major
+    if (shape[a] > 0 && __builtin_mul_overflow(contiguous, shape[a], &contiguous)) contiguous = INT64_MAX;  // only strides-less tensors read it
+    TESSERA_CHECK(strides[a] >= 0, "from_dlpack", "negative strides are not supported, got ", strides[a], " on axis ", i);
+    int64_t reach = 0;
+    const bool wraps = span > 0 && (__builtin_mul_overflow(shape[a] - 1, strides[a], &reach) || __builtin_add_overflow(span, reach, &span));
+    TESSERA_CHECK(!wraps, "from_dlpack", "shape ", shape_str(shape), " with stride ", strides[a], " on axis ", i,
+                  " reaches past 2^63 elements");
   }
+  int64_t extent = 0;  // bytes from data + byte_offset to one past the last element
+  TESSERA_CHECK(!__builtin_mul_overflow(span, static_cast<int64_t>(itemsize(dtype)), &extent), "from_dlpack", "shape ", shape_str(shape),
+                " spans more than 2^63 bytes");
+  TESSERA_CHECK(count == 0 || d.data != nullptr, "from_dlpack", "null data pointer for a tensor of shape ", shape_str(shape));
+  uintptr_t end = 0;
+  TESSERA_CHECK(count == 0 || (!__builtin_add_overflow(reinterpret_cast<uintptr_t>(d.data), d.byte_offset, &end) &&
+                               !__builtin_add_overflow(end, static_cast<uintptr_t>(extent), &end)),
+                "from_dlpack", "data pointer + byte_offset ", d.byte_offset, " + ", extent, " bytes wraps the address space");
   void* data = static_cast<char*>(d.data) + d.byte_offset;
-  const size_t nbytes = static_cast<size_t>(span) * itemsize(dtype);
+  const size_t nbytes = static_cast<size_t>(extent);
   auto storage = std::make_shared<Storage>(device, data, nbytes, [m = guard.release()](void*) {
     if (m->deleter) m->deleter(m);
   });

@@ -87,6 +87,7 @@ const OpTable& op_table() {
     register_conv_loss_ops(t);
     register_resize_ops(t);
     register_data_dependent_ops(t);
+    register_recurrent_ops(t);
     return t;
   }();
   return table;
@@ -107,6 +108,34 @@ struct Model::Impl {
 };
 
 namespace {
+// A Dropout whose training_mode is a constant true and whose ratio is not a constant 0 would
+// drop at random: refused at load time, naming the node (it used to fail in the middle of a run).
+void refuse_training_dropout(const ::onnx::GraphProto& g, const std::map<std::string, Tensor>& initializers, const std::string& model) {
+  std::map<std::string, Tensor> constants = initializers;
+  for (const auto& node : g.node()) {
+    if (node.op_type() != "Constant" || node.output_size() != 1) continue;
+    for (const auto& a : node.attribute()) {
+      if (a.name() == "value" && a.has_t()) constants[node.output(0)] = tensor_from_proto(a.t());
+    }
+  }
+  const auto constant = [&](const ::onnx::NodeProto& node, int i) -> const Tensor* {
+    if (node.input_size() <= i || node.input(i).empty()) return nullptr;
+    const auto it = constants.find(node.input(i));
+    return it == constants.end() || it->second.numel() != 1 ? nullptr : &it->second;
+  };
+  for (const auto& node : g.node()) {
+    if (node.op_type() != "Dropout") continue;
+    const Tensor* training = constant(node, 2);
+    if (!training || training->to(DType::f64).item<double>() == 0) continue;
+    const bool has_ratio = node.input_size() > 1 && !node.input(1).empty();
+    const Tensor* ratio = constant(node, 1);
+    const double r = !has_ratio ? 0.5 : ratio ? ratio->to(DType::f64).item<double>() : -1;
+    if (r == 0) continue;  // the identity
+    throw Unsupported(detail::concat("onnx: ", model, ": Dropout node '", node.name(), "' is in training mode (training_mode true, ratio ",
+                                     r < 0 ? std::string("not a constant") : std::to_string(r), "), which is not supported"));
+  }
+}
+
 void check_value_type(const ::onnx::ValueInfoProto& v, const char* role) {
   if (!v.has_type()) return;
   const auto& t = v.type();
@@ -140,6 +169,7 @@ Model Model::from_bytes(const std::string& bytes, const std::string& name) {
     check_value_type(out, "output");
     impl->outputs.push_back(out.name());
   }
+  refuse_training_dropout(g, impl->initializers, name);
   const OpTable& table = op_table();
   for (const auto& node : g.node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx") {
@@ -152,13 +182,7 @@ Model Model::from_bytes(const std::string& bytes, const std::string& name) {
   return Model(std::move(impl));
 }
 
-Model Model::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TESSERA_CHECK(in, "onnx", "cannot open '", path, "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return from_bytes(bytes.str(), "'" + path + "'");
-}
+Model Model::load(const std::string& path) { return from_bytes(read_model_file(path, "model"), "'" + path + "'"); }
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;

@@ -1,5 +1,5 @@
-// ONNX ops whose output shape depends on the input values: Compress, NonMaxSuppression and
-// Unique. Each decides on the host which elements survive (the ONNX runner needs the values to
+// ONNX ops whose output shape depends on the input values: Compress, NonMaxSuppression, NonZero
+// and Unique. Each decides on the host which elements survive (the ONNX runner needs the values to
 // know the shape anyway) and moves the data with index_select on the model's device.
 #include <algorithm>
 #include <cmath>
@@ -26,6 +26,29 @@ Tensor compress(const Ctx& c) {
     if (cond[i] != 0) keep.push_back(static_cast<int64_t>(i));
   }
   return index_select(src, axis, index_tensor(keep, x.device()));
+}
+
+// NonZero: the indices of the non-zero elements in row-major order, as int64 [rank, count]
+// (NaN counts as non-zero, as numpy's nonzero).
+Tensor nonzero(const Ctx& c) {
+  const Tensor x = c.in(0);
+  const std::vector<double> v = host_doubles(x);
+  const Shape& s = x.shape();
+  const auto rank = static_cast<int64_t>(s.size());
+  std::vector<int64_t> hits;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != 0 || v[i] != v[i]) hits.push_back(static_cast<int64_t>(i));
+  }
+  const auto count = static_cast<int64_t>(hits.size());
+  std::vector<int64_t> out(static_cast<size_t>(rank * count));
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t rem = hits[static_cast<size_t>(k)];
+    for (int64_t a = rank - 1; a >= 0; --a) {
+      out[static_cast<size_t>(a * count + k)] = rem % s[static_cast<size_t>(a)];
+      rem /= s[static_cast<size_t>(a)];
+    }
+  }
+  return from_vector(out, {rank, count}).to(c.device());
 }
 
 // Intersection over union of two boxes given as (y1, x1, y2, x2) corners in any order, or as
@@ -118,6 +141,7 @@ Out unique(const Ctx& c) {
 void register_data_dependent_ops(OpTable& t) {
   t["Compress"] = {[](const Ctx& c) { return Out{compress(c)}; }, {}};
   t["NonMaxSuppression"] = {[](const Ctx& c) { return Out{non_max_suppression(c)}; }, {}};
+  t["NonZero"] = {[](const Ctx& c) { return Out{nonzero(c)}; }, {}};
   t["Unique"] = {&unique, {}};
 }
 

@@ -245,6 +245,13 @@ void register_nn_ops(OpTable& t) {
                                return Out{y.to(x.dtype()), m, inv};
                              },
                              {}};
+  // InstanceNormalization(input, scale, B): PyTorch also exports GroupNorm through it (reshaped
+  // to one "instance" per group), so diffusion UNets import through this one op.
+  t["InstanceNormalization"] = {[](const Ctx& c) {
+                                  const Tensor x = c.in(0);
+                                  return Out{instance_norm(x, c.in(1).to(x.dtype()), c.in(2).to(x.dtype()), c.attr_f("epsilon", 1e-5)).to(x.dtype())};
+                                },
+                                {}};
   t["Softmax"] = {[](const Ctx& c) { return Out{softmax_like(c, &softmax)}; }, {}};
   t["LogSoftmax"] = {[](const Ctx& c) { return Out{softmax_like(c, &log_softmax)}; }, {}};
   t["Hardmax"] = {[](const Ctx& c) { return Out{softmax_like(c, &hardmax_2d)}; }, {}};
@@ -278,8 +285,14 @@ void register_nn_ops(OpTable& t) {
                    return Out{y.to(c.in(0).dtype())};
                  },
                  {}};
+  // Dropout runs as inference. training_mode true with ratio 0 is the identity too; other
+  // training-mode Dropout is refused when the model loads if the flag is a constant
+  // (refuse_training_dropout, model.cpp), here only when it is a graph input.
   t["Dropout"] = {[](const Ctx& c) {
-                    if (c.has(2) && c.scalar(2) != 0) throw Unsupported("onnx: Dropout in training mode is not supported");
+                    const double ratio = c.has(1) ? c.scalar(1) : 0.5;
+                    if (c.has(2) && c.scalar(2) != 0 && ratio != 0) {
+                      throw Unsupported("onnx: Dropout in training mode (training_mode true, ratio " + std::to_string(ratio) + ") is not supported");
+                    }
                     const Tensor x = c.in(0);
                     return Out{x, ones(x.shape(), DType::boolean, x.device())};
                   },

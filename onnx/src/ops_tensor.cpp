@@ -143,6 +143,44 @@ void register_tensor_ops(OpTable& t) {
                    return Out{index_select(x, a, idx.reshape({-1})).reshape(out)};
                  },
                  {}};
+  // GatherND: each index row (the last axis of indices, depth k) picks a slice of data; the first
+  // batch_dims axes of both are batch axes. As one index_select over data seen as
+  // [batch * rows addressed by the index, rest], rows by their row-major number.
+  t["GatherND"] = {[](const Ctx& c) {
+                     const Tensor x = c.in(0), idx = c.in(1).to(DType::i64);
+                     const int64_t b = c.attr_i("batch_dims", 0), k = idx.size(idx.dim() - 1);
+                     TESSERA_CHECK(b >= 0 && b < idx.dim() && b + k <= x.dim(), "onnx", "GatherND: batch_dims ", b, " and index depth ", k,
+                                   " do not fit data ", shape_str(x.shape()), " and indices ", shape_str(idx.shape()));
+                     int64_t batch = 1, rows = 1;
+                     for (int64_t a = 0; a < b; ++a) batch *= x.size(a);
+                     std::vector<int64_t> dims(x.shape().begin() + b, x.shape().begin() + b + k), steps(static_cast<size_t>(k), 1);
+                     for (int64_t j = k - 2; j >= 0; --j) steps[static_cast<size_t>(j)] = steps[static_cast<size_t>(j) + 1] * dims[static_cast<size_t>(j) + 1];
+                     for (int64_t d : dims) rows *= d;
+                     const Tensor dim_t = from_vector(dims, {k}).to(x.device()), step_t = from_vector(steps, {k}).to(x.device());
+                     const Tensor wrapped = where(lt(idx, int64_t{0}), add(idx, dim_t), idx);
+                     Tensor row = k ? sum(mul(wrapped, step_t), {-1}) : zeros(Shape(idx.shape().begin(), idx.shape().end() - 1), DType::i64, x.device());
+                     if (b > 0) {  // the batch a row belongs to: its position in the first b axes of indices
+                       Shape bshape(static_cast<size_t>(row.dim()), 1);
+                       for (int64_t a = 0; a < b; ++a) bshape[static_cast<size_t>(a)] = idx.size(a);
+                       row = add(row, mul(arange(0, static_cast<double>(batch), 1, DType::i64, x.device()).reshape(bshape), rows));
+                     }
+                     Shape rest(x.shape().begin() + b + k, x.shape().end()), out(idx.shape().begin(), idx.shape().end() - 1);
+                     out.insert(out.end(), rest.begin(), rest.end());
+                     Shape flat{batch * rows};
+                     flat.insert(flat.end(), rest.begin(), rest.end());
+                     return Out{index_select(x.reshape(flat), 0, row.reshape({-1})).reshape(out)};
+                   },
+                   {}};
+  // EyeLike: ones on the diagonal j = i + k of a 2-D shape like the input's, in its dtype or `dtype`.
+  t["EyeLike"] = {[](const Ctx& c) {
+                    const Tensor x = c.in(0);
+                    TESSERA_CHECK(x.dim() == 2, "onnx", "EyeLike needs a 2-D input, got ", shape_str(x.shape()));
+                    const DType dt = c.has_attr("dtype") ? dtype_from_onnx(static_cast<int>(c.attr_i("dtype", 1)), "EyeLike's dtype") : x.dtype();
+                    const Tensor i = arange(0, static_cast<double>(x.size(0)), 1, DType::i64, x.device()).reshape({x.size(0), 1});
+                    const Tensor j = arange(0, static_cast<double>(x.size(1)), 1, DType::i64, x.device()).reshape({1, x.size(1)});
+                    return Out{eq(sub(j, i), c.attr_i("k", 0)).to(dt)};
+                  },
+                  {}};
   t["GatherElements"] = {[](const Ctx& c) {
                            const Tensor x = c.in(0);
                            const int64_t a = axis_of(c.attr_i("axis", 0), x.dim(), c.node());

@@ -19,6 +19,9 @@ DType dtype_from_onnx(int onnx_type, const std::string& what);
 int dtype_to_onnx(DType dt);
 Tensor tensor_from_proto(const ::onnx::TensorProto& p);
 void tensor_to_proto(const Tensor& t, const std::string& name, ::onnx::TensorProto& p);
+/** The bytes of a model or tensor file; refuses anything but a regular file of at most 2 GiB
+ *  ("onnx: <what> '<path>' is not a regular file (a FIFO): refused"). */
+std::string read_model_file(const std::string& path, const char* what);
 
 /** What a handler sees of its node. */
 class Ctx {
@@ -66,6 +69,7 @@ void register_nn_ops(OpTable& t);
 void register_conv_loss_ops(OpTable& t);
 void register_resize_ops(OpTable& t);
 void register_data_dependent_ops(OpTable& t);
+void register_recurrent_ops(OpTable& t);
 
 /** A tensor's values on the host as doubles (any device, dtype and layout). */
 std::vector<double> host_doubles(const Tensor& t);

@@ -1,5 +1,8 @@
 // TensorProto <-> Tensor for every dtype Tessera has: raw_data (little-endian) and the typed
 // fields; external data, strings and the dtypes Tessera lacks are refused by name.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -59,12 +62,23 @@ Tensor tensor_from_proto(const ::onnx::TensorProto& p) {
     TESSERA_CHECK(d >= 0, "onnx", what, " has a negative dimension ", d);
     shape.push_back(d);
   }
-  Tensor t = empty(shape, dt, kCPU);
-  const size_t n = static_cast<size_t>(t.numel()), esize = itemsize(dt);
-  auto* dst = static_cast<char*>(t.data_ptr());
+  // The declared size is checked against the data the file holds before anything is allocated:
+  // an 87-byte model declaring a 4 TiB initializer failed only when allocating it.
+  const size_t esize = itemsize(dt);
+  const auto n = static_cast<size_t>(checked_nbytes(shape, esize, "onnx") / static_cast<int64_t>(esize));
   if (p.has_raw_data()) {
     TESSERA_CHECK(p.raw_data().size() == n * esize, "onnx", what, " has ", p.raw_data().size(), " bytes of raw data, ",
                   shape_str(shape), " ", dt, " needs ", n * esize);
+  } else {
+    const int have = p.data_type() == ::onnx::TensorProto::FLOAT    ? p.float_data_size()
+                     : p.data_type() == ::onnx::TensorProto::DOUBLE ? p.double_data_size()
+                     : p.data_type() == ::onnx::TensorProto::INT64  ? p.int64_data_size()
+                                                                    : p.int32_data_size();
+    TESSERA_CHECK(static_cast<size_t>(have) == n, "onnx", what, " holds ", have, " values, ", shape_str(shape), " needs ", n);
+  }
+  Tensor t = empty(shape, dt, kCPU);
+  auto* dst = static_cast<char*>(t.data_ptr());
+  if (p.has_raw_data()) {
     if (n) std::memcpy(dst, p.raw_data().data(), n * esize);
     return t;
   }
@@ -107,13 +121,26 @@ Tensor tensor_from_proto_bytes(const std::string& bytes, const std::string& name
   return tensor_from_proto(p);
 }
 
-Tensor load_tensor(const std::string& path) {
+std::string read_model_file(const std::string& path, const char* what) {
+  // Only a regular file of at most 2 GiB (protobuf's limit for one message): a FIFO made
+  // `tessera onnx run` wait forever and /dev/zero read 4.5 GB before failing on bad_alloc.
+  struct stat st {};
+  TESSERA_CHECK(::stat(path.c_str(), &st) == 0, "onnx", "cannot open '", path, "' (", what, "): ", std::strerror(errno));
+  TESSERA_CHECK(S_ISREG(st.st_mode), "onnx", what, " '", path, "' is not a regular file (",
+                S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a special file",
+                "): refused");
+  constexpr off_t kMax = off_t{2} << 30;
+  TESSERA_CHECK(st.st_size <= kMax, "onnx", what, " '", path, "' is ", st.st_size, " bytes, over protobuf's 2 GiB limit for one message");
   std::ifstream in(path, std::ios::binary);
-  TESSERA_CHECK(in, "onnx", "cannot open '", path, "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return tensor_from_proto_bytes(bytes.str(), "'" + path + "'");
+  TESSERA_CHECK(in, "onnx", "cannot open '", path, "' (", what, ")");
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  TESSERA_CHECK(in.gcount() == static_cast<std::streamsize>(bytes.size()), "onnx", "reading ", what, " '", path, "' stopped after ", in.gcount(),
+                " of ", bytes.size(), " bytes");
+  return bytes;
 }
+
+Tensor load_tensor(const std::string& path) { return tensor_from_proto_bytes(read_model_file(path, "tensor file"), "'" + path + "'"); }
 
 std::string tensor_to_proto_bytes(const Tensor& t, const std::string& name) {
   ::onnx::TensorProto p;

@@ -103,3 +103,65 @@ TEST_CASE("tensors cross to libtorch and back without a copy") {
   CHECK(ph.to(at::kFloat).sum().item<float>() == 6.0f);
 }
 #endif
+
+namespace {
+// A capsule over `buffer` with the given shape and strides; counts its deleter's calls.
+struct Probe {
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor managed{};
+  int deleted = 0;
+  Probe(void* data, std::vector<int64_t> s, std::vector<int64_t> st, bool null_shape = false) : shape(std::move(s)), strides(std::move(st)) {
+    DLTensor& d = managed.dl_tensor;
+    d.data = data;
+    d.device = {kDLCPU, 0};
+    d.dtype = {kDLFloat, 32, 1};
+    d.ndim = static_cast<int32_t>(shape.size());
+    d.shape = null_shape ? nullptr : shape.data();
+    d.strides = strides.empty() ? nullptr : strides.data();
+    managed.manager_ctx = this;
+    managed.deleter = [](DLManagedTensor* m) { ++static_cast<Probe*>(m->manager_ctx)->deleted; };
+  }
+};
+
+std::string import_error(Probe& p) {
+  try {
+    (void)from_dlpack(&p.managed);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+}  // namespace
+
+// A held-out probe found from_dlpack trusting the producer: these shapes, strides and pointers
+// were accepted and then faulted or read wrong values. Each is refused, and the capsule is
+// released exactly once all the same.
+TEST_CASE("from_dlpack refuses shapes, strides and pointers that would wrap or fault") {
+  float buffer[16] = {};
+  const int64_t big = int64_t{1} << 62;
+  Probe huge(buffer, {big, 4}, {});
+  const std::string huge_err = import_error(huge);
+  CHECK(huge_err.find("from_dlpack: ") == 0);
+  CHECK(huge_err.find("has more than 2^63 elements") != std::string::npos);
+  CHECK(huge.deleted == 1);
+  Probe wrapping_stride(buffer, {2, 4}, {big, 1});
+  CHECK(import_error(wrapping_stride).find("spans more than 2^63 bytes") != std::string::npos);
+  Probe wrapping_reach(buffer, {5, 4}, {big, 1});
+  CHECK(import_error(wrapping_reach).find("reaches past 2^63 elements") != std::string::npos);
+  Probe null_shape(buffer, {2, 2}, {}, true);
+  CHECK(import_error(null_shape).find("from_dlpack: null shape pointer") == 0);
+  Probe null_data(nullptr, {2, 2}, {});
+  CHECK(import_error(null_data).find("from_dlpack: null data pointer") == 0);
+  Probe negative(buffer, {-2, 2}, {});
+  CHECK(import_error(negative).find("negative size") != std::string::npos);
+  Probe at_top(reinterpret_cast<void*>(~uintptr_t{0} - 8), {4}, {});
+  CHECK(import_error(at_top).find("wraps the address space") != std::string::npos);
+  for (Probe* p : {&wrapping_stride, &wrapping_reach, &null_shape, &null_data, &negative, &at_top}) CHECK(p->deleted == 1);
+  // An empty tensor may have a null data pointer; a valid strided view still imports.
+  Probe none(nullptr, {0, 3}, {});
+  CHECK(from_dlpack(&none.managed).numel() == 0);
+  for (int i = 0; i < 16; ++i) buffer[i] = static_cast<float>(i);
+  Probe ok(buffer, {2, 3}, {8, 2});
+  const Tensor t = from_dlpack(&ok.managed);
+  CHECK(t.to_vector<float>() == std::vector<float>{0, 2, 4, 8, 10, 12});
+}

@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -106,6 +107,81 @@ TEST_CASE("unsupported ops and attributes are named when the model loads, bad mo
   const std::vector<std::string> ops = tonnx::supported_ops();
   CHECK(std::find(ops.begin(), ops.end(), "Conv") != ops.end());
   CHECK(ops.size() > 100);
+}
+
+namespace {
+// y = Dropout(x, ratio, training_mode) with both as initializers (ratio left out when < 0).
+std::string dropout_model(double ratio, bool training) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* n = g->add_node();
+  n->set_op_type("Dropout");
+  n->set_name("drop1");
+  n->add_input("x");
+  n->add_input(ratio >= 0 ? "ratio" : "");
+  n->add_input("training_mode");
+  n->add_output("y");
+  if (ratio >= 0) {
+    auto* r = g->add_initializer();
+    r->set_name("ratio");
+    r->set_data_type(::onnx::TensorProto::FLOAT);
+    r->add_float_data(static_cast<float>(ratio));
+  }
+  auto* t = g->add_initializer();
+  t->set_name("training_mode");
+  t->set_data_type(::onnx::TensorProto::BOOL);
+  t->add_int32_data(training ? 1 : 0);
+  for (const char* name : {"x", "y"}) {
+    auto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  return m.SerializeAsString();
+}
+}  // namespace
+
+TEST_CASE("Dropout in training mode: ratio 0 is the identity, any other ratio is refused when the model loads") {
+  const Tensor x = from_vector<float>({1, 2, 3, 4}, {4});
+  const tonnx::Model identity = tonnx::Model::from_bytes(dropout_model(0.0, true), "d.onnx");
+  CHECK(identity.run({x}, kCPU)[0].to_vector<float>() == x.to_vector<float>());
+  CHECK(tonnx::Model::from_bytes(dropout_model(0.3, false), "d.onnx").run({x}, kCPU)[0].to_vector<float>() == x.to_vector<float>());
+  CHECK_THROWS_AS(tonnx::Model::from_bytes(dropout_model(0.3, true), "d.onnx"), tonnx::Unsupported);
+  CHECK_THROWS_WITH(tonnx::Model::from_bytes(dropout_model(0.3, true), "d.onnx"),
+                    doctest::Contains("d.onnx: Dropout node 'drop1' is in training mode (training_mode true, ratio 0.3"));
+  CHECK_THROWS_WITH(tonnx::Model::from_bytes(dropout_model(-1, true), "d.onnx"), doctest::Contains("ratio 0.5"));  // the default
+}
+
+// A held-out probe: `tessera onnx run` on a FIFO hung, on /dev/zero it read 4.5 GB before
+// bad_alloc, and a tiny model declaring a 4 TiB initializer failed only when allocating it.
+TEST_CASE("model and tensor files must be regular files, and declared sizes must match the data before anything is allocated") {
+  const std::string dir = std::filesystem::temp_directory_path() / ("tessera_onnx_probe_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = dir + "/model.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(tonnx::Model::load(fifo), doctest::Contains("is not a regular file (a FIFO): refused"));
+  const std::string fifo_err = "tensor file '" + fifo + "' is not a regular file (a FIFO)";
+  CHECK_THROWS_WITH(tonnx::load_tensor(fifo), doctest::Contains(fifo_err.c_str()));
+  CHECK_THROWS_WITH(tonnx::Model::load(dir), doctest::Contains("(a directory): refused"));
+  if (std::filesystem::exists("/dev/zero")) CHECK_THROWS_WITH(tonnx::Model::load("/dev/zero"), doctest::Contains("(a device): refused"));
+  std::filesystem::remove_all(dir);
+  // 4 TiB declared, 4 bytes held: refused by the size check, not by the allocator.
+  ::onnx::TensorProto p;
+  p.set_name("w");
+  p.set_data_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : {int64_t{1} << 20, int64_t{1} << 20}) p.add_dims(d);
+  p.set_raw_data(std::string(4, '\0'));
+  CHECK_THROWS_WITH(tonnx::tensor_from_proto_bytes(p.SerializeAsString()), doctest::Contains("has 4 bytes of raw data, [1048576, 1048576] float32 needs 4398046511104"));
+  p.clear_raw_data();
+  p.add_float_data(1.0f);
+  CHECK_THROWS_WITH(tonnx::tensor_from_proto_bytes(p.SerializeAsString()), doctest::Contains("holds 1 values"));
+  p.clear_dims();
+  for (int64_t d : {int64_t{1} << 40, int64_t{1} << 40}) p.add_dims(d);
+  CHECK_THROWS_WITH(tonnx::tensor_from_proto_bytes(p.SerializeAsString()), doctest::Contains("has more than 2^63 elements"));
 }
 
 namespace {
