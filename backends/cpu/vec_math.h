@@ -192,9 +192,11 @@ TESSERA_VMATH float erfc_rational(float a) {
   q = vmath::fma(q, u, 3.8541239507041665f);
   q = vmath::fma(q, u, 2.3087900338406993f);
   q = vmath::fma(q, u, 1.0f);
-  // Selected at the end rather than clamping a (see exp): beyond 4 the value at 4, this rational's
-  // 2.326e-8 (erfc(4) is 1.5e-8). A NaN fails the test and passes through.
-  return a > 4.0f ? 2.326032167e-8f : p / q;
+  // Selected at the end rather than clamping a (see exp): beyond 4, 0 (erfc(4) is 1.5e-8). Not
+  // the rational's 2.3e-8 held constant: GELU's far tail x erfc / 2 then grew with |x| (-1.2e-6 at
+  // x = -100 where PyTorch gives -0) and gelu(-inf) was -inf where every other backend and
+  // PyTorch give NaN. A NaN fails the test and passes through.
+  return a > 4.0f ? 0.0f : p / q;
 }
 
 /** Exact GELU, x Phi(x) = x erfc(-x / sqrt 2) / 2: one erfc of |x| / sqrt 2 serves both signs
@@ -207,8 +209,15 @@ TESSERA_VMATH float gelu(float x) {
   const float one_plus_erf = z < 0.0f ? c : 2.0f - c;
   return 0.5f * x * one_plus_erf;
 }
+/** 1 + tanh u as 2e / (1 + e) below 0 and 2 / (1 + e) above, e = e^{-2|u|}: through tanh (which
+ *  saturates at 1 - 6e-8) the far negative tail was x * 3e-8, not 0, and gelu_tanh(-inf) -inf,
+ *  not PyTorch's NaN. */
+TESSERA_VMATH float one_plus_tanh(float u) {
+  const float e = vmath::exp(-2.0f * __builtin_fabsf(u));  // 0 beyond |u| ~ 52; NaN stays NaN
+  return (u < 0.0f ? 2.0f * e : 2.0f) / (1.0f + e);
+}
 TESSERA_VMATH float gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + vmath::tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * vmath::one_plus_tanh(0.79788456080286535588f * vmath::fma(0.044715f * x * x, x, x));
 }
 
 // Backward of the activations that need the pre-activation z: g * act'(z) (kernels/activation.h).
@@ -219,11 +228,19 @@ TESSERA_VMATH float gelu_grad(float g, float z) {
   const float pdf = vmath::exp(-0.5f * z * z) * 0.39894228040143267794f;
   return g * vmath::fma(z, pdf, cdf);
 }
+/** d/dz of z (1 + tanh u) / 2 with 1 + tanh u and 1 - tanh^2 u from e = e^{-2|u|}:
+ *  1 - tanh^2 = 4e / (1 + e)^2, 1 + tanh = 2e / (1 + e) below 0 and 2 / (1 + e) above. Through
+ *  tanh itself both cancel to f32's ulp of 1 in the tails (-1.4e-6 at z = -5.7, where PyTorch
+ *  gives -8.4e-9). */
 TESSERA_VMATH float gelu_tanh_grad(float g, float z) {
   const float z2 = z * z;
-  const float t = vmath::tanh(0.79788456080286535588f * vmath::fma(0.044715f * z2, z, z));
+  const float u = 0.79788456080286535588f * vmath::fma(0.044715f * z2, z, z);
+  const float e = vmath::exp(-2.0f * __builtin_fabsf(u));  // 0 for |u| beyond ~52; NaN stays NaN
+  const float inv = 1.0f / (1.0f + e);
+  const float one_plus_t = (u < 0.0f ? 2.0f * e : 2.0f) * inv;
+  const float sech2 = 4.0f * e * inv * inv;
   const float du = 0.79788456080286535588f * vmath::fma(3.0f * 0.044715f, z2, 1.0f);
-  return g * (0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * du);
+  return g * (0.5f * one_plus_t + 0.5f * z * sech2 * du);
 }
 TESSERA_VMATH float silu_grad(float g, float z) {
   const float s = vmath::sigmoid(z);

@@ -33,6 +33,12 @@ TESSERA_KMATH_FN(acos, acosf, acos)
 TESSERA_KMATH_FN(atan, atanf, atan)
 TESSERA_KMATH_FN(log2, log2f, log2)
 TESSERA_KMATH_FN(exp2, exp2f, exp2)
+TESSERA_KMATH_FN(log10, log10f, log10)
+TESSERA_KMATH_FN(sinh, sinhf, sinh)
+TESSERA_KMATH_FN(cosh, coshf, cosh)
+TESSERA_KMATH_FN(asinh, asinhf, asinh)
+TESSERA_KMATH_FN(acosh, acoshf, acosh)
+TESSERA_KMATH_FN(atanh, atanhf, atanh)
 #undef TESSERA_KMATH_FN
 
 TESSERA_HD_INLINE float pow(float a, float b) { return ::powf(a, b); }

@@ -356,11 +356,23 @@ template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
 
-Tensor& Tensor::add_(const Tensor& other) { return copy_(add(*this, other)); }
-Tensor& Tensor::sub_(const Tensor& other) { return copy_(sub(*this, other)); }
-Tensor& Tensor::mul_(const Tensor& other) { return copy_(mul(*this, other)); }
-Tensor& Tensor::div_(const Tensor& other) { return copy_(div(*this, other)); }
-Tensor& Tensor::add_(double other) { return copy_(add(*this, Scalar(other))); }
-Tensor& Tensor::mul_(double other) { return copy_(mul(*this, Scalar(other))); }
+namespace {
+// The in-place arithmetic ops are copy_ of their result: check first, so that the error names
+// the op the user called (x.add_(1.0) on a leaf that requires grad used to report "copy_: ...").
+const Tensor& inplace_target(const Tensor& self, const Tensor* other, const char* op) {
+  TESSERA_CHECK(self.defined(), op, "undefined tensor");
+  TESSERA_CHECK(!grad_enabled() || (!self.requires_grad() && !(other && other->defined() && other->requires_grad())), op,
+                "in-place ops on tensors that require grad are not recorded; run them under NoGradGuard (optimizer updates) or use "
+                "out-of-place ops");
+  return self;
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other) { return copy_(add(inplace_target(*this, &other, "add_"), other)); }
+Tensor& Tensor::sub_(const Tensor& other) { return copy_(sub(inplace_target(*this, &other, "sub_"), other)); }
+Tensor& Tensor::mul_(const Tensor& other) { return copy_(mul(inplace_target(*this, &other, "mul_"), other)); }
+Tensor& Tensor::div_(const Tensor& other) { return copy_(div(inplace_target(*this, &other, "div_"), other)); }
+Tensor& Tensor::add_(double other) { return copy_(add(inplace_target(*this, nullptr, "add_"), Scalar(other))); }
+Tensor& Tensor::mul_(double other) { return copy_(mul(inplace_target(*this, nullptr, "mul_"), Scalar(other))); }
 
 }  // namespace tessera

@@ -84,6 +84,31 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, static_cast<int64_t>(shape_.size()), weight, bias, eps_);
 }
 
+GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps, bool affine, Placement p) : groups_(groups), eps_(eps) {
+  TESSERA_CHECK(groups >= 1 && channels >= 1 && channels % groups == 0, "GroupNorm", groups, " groups do not divide ", channels, " channels");
+  if (affine) {
+    weight = ones({channels}, p.dtype, p.device);
+    bias = zeros({channels}, p.dtype, p.device);
+  }
+  register_parameter("weight", &weight);
+  register_parameter("bias", &bias);
+}
+
+InstanceNorm2d::InstanceNorm2d(int64_t channels, double eps, bool affine, Placement p) : eps_(eps) {
+  TESSERA_CHECK(channels >= 1, "InstanceNorm2d", "needs at least one channel, got ", channels);
+  if (affine) {
+    weight = ones({channels}, p.dtype, p.device);
+    bias = zeros({channels}, p.dtype, p.device);
+  }
+  register_parameter("weight", &weight);
+  register_parameter("bias", &bias);
+}
+
+Tensor InstanceNorm2d::forward(const Tensor& x) {
+  TESSERA_CHECK(x.dim() == 4, "InstanceNorm2d", "input must be [N, C, H, W], got ", shape_str(x.shape()));
+  return instance_norm(x, weight, bias, eps_);
+}
+
 Dropout::Dropout(double p, Generator* gen) : p_(p), gen_(gen) {
   TESSERA_CHECK(p >= 0 && p <= 1, "Dropout", "p must be in [0, 1], got ", p);
 }

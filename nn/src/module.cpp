@@ -1,6 +1,11 @@
 #include "tessera/nn/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
 #include <set>
+#include <typeinfo>
 #include <sstream>
 
 namespace tessera::nn {
@@ -62,7 +67,23 @@ void Module::to(Device device, std::optional<DType> dtype) {
   for (auto& [n, s] : slots) {
     Tensor moved = s->to(device);
     if (dtype && is_floating(moved.dtype())) moved = moved.to(*dtype);
-    *s = moved.is_same(*s) ? *s : moved.detach().set_requires_grad(true);
+    if (moved.is_same(*s)) continue;
+    // In place, as libtorch's module.to(): the parameter keeps its tensor object and only its
+    // storage, layout and dtype change, so an optimizer built before the move (holding the same
+    // tensors) steps the moved weights. Replacing the tensor left such an optimizer stepping
+    // copies the model never reads: silent no-training. A gradient moves with its parameter.
+    TensorImpl& impl = *s->impl_ptr();
+    const TensorImpl& from = *moved.impl_ptr();
+    impl.storage = from.storage;
+    impl.shape = from.shape;
+    impl.strides = from.strides;
+    impl.offset = from.offset;
+    impl.dtype = from.dtype;
+    if (impl.autograd && impl.autograd->grad.defined()) {
+      Tensor g = impl.autograd->grad.to(device);
+      impl.autograd->grad = dtype && is_floating(g.dtype()) ? g.to(*dtype) : g;
+    }
+    if (!s->requires_grad()) s->set_requires_grad(true);
   }
   slots.clear();
   collect("", false, slots);
@@ -127,6 +148,16 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
 
 void Module::zero_grad() {
   for (const Tensor& t : parameters()) t.set_grad(Tensor());
+}
+
+std::string Module::name() const {
+  int status = 0;
+  const char* raw = typeid(*this).name();
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(raw, nullptr, nullptr, &status), std::free);
+  std::string n = status == 0 && demangled ? demangled.get() : raw;
+  if (const size_t angle = n.find('<'); angle != std::string::npos) n.erase(angle);  // templates: the name alone
+  if (const size_t colon = n.rfind("::"); colon != std::string::npos) n.erase(0, colon + 2);
+  return n;
 }
 
 std::string Module::str() const {

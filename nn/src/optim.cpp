@@ -8,6 +8,11 @@
 namespace tessera::nn {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
+  size_t count = 0;
+  for (const ParamGroup& g : groups_) count += g.params.size();
+  // As PyTorch: an optimizer over nothing would step silently forever.
+  TESSERA_CHECK(count > 0, "optimizer", "got an empty parameter list (a layer held as a member but never passed to register_module, "
+                "or a model with no parameters?)");
   for (const ParamGroup& g : groups_) {
     TESSERA_CHECK(g.options.lr >= 0, "optimizer", "learning rate must be >= 0, got ", g.options.lr);
     for (const Tensor& p : g.params) {

@@ -30,6 +30,8 @@ TEST_CASE("gradients of unary ops") {
       {"asin", &tessera::asin, -0.8, 0.8},   {"acos", &tessera::acos, -0.8, 0.8}, {"atan", &tessera::atan, -2, 2},
       {"log2", &tessera::log2, 0.2, 3},      {"exp2", &tessera::exp2, -2, 2}, {"mish", &mish, -3, 3},
       {"hardswish", &hardswish, -2.5, 2.5},  {"hardsigmoid", &hardsigmoid, -2.5, 2.5}, {"selu", &selu, -2, 2},
+      {"log10", &tessera::log10, 0.2, 3},    {"sinh", &tessera::sinh, -2, 2}, {"cosh", &tessera::cosh, -2, 2},
+      {"asinh", &tessera::asinh, -3, 3},     {"acosh", &tessera::acosh, 1.2, 3}, {"atanh", &tessera::atanh, -0.8, 0.8},
   };
   uint64_t seed = 1;
   for (const Case& c : cases) {
@@ -176,7 +178,8 @@ TEST_CASE("the engine accumulates, runs hooks, honours no_grad and frees the gra
   CHECK(w.is_leaf());
   TESSERA_CHECK_THROWS_WITH(mul(w, 2.0).backward(), "backward: grad can be implicitly created only for scalar outputs");
   TESSERA_CHECK_THROWS_WITH(zeros({2}, DType::f64, device()).backward(), "backward: tensor does not require grad");
-  TESSERA_CHECK_THROWS_WITH(w.add_(1.0), "copy_: in-place ops on tensors that require grad");
+  TESSERA_CHECK_THROWS_WITH(w.add_(1.0), "add_: in-place ops on tensors that require grad");  // the op called, not copy_
+  TESSERA_CHECK_THROWS_WITH(w.mul_(2.0), "mul_: in-place ops on tensors that require grad");
   TESSERA_CHECK_THROWS_WITH(zeros({2}, DType::i64, device()).set_requires_grad(), "requires_grad: only floating tensors");
   // Mixed precision: an f32 leaf used in an f64 computation gets an f32 gradient.
   Tensor f = ones({2}, DType::f32, device()).set_requires_grad();
@@ -262,4 +265,20 @@ TEST_CASE("backward skips the gradients of inputs that need none") {
   TESSERA_CHECK_GRAD([&](const V& in) { return conv2d(xc, in[0], Tensor(), {1, 1}, {1, 1}); }, {grad_input({4, 3, 3, 3}, 15)});
   TESSERA_CHECK_GRAD([&](const V& in) { return conv2d(in[0], wc, Tensor(), {1, 1}, {1, 1}); }, {grad_input({2, 3, 6, 6}, 16)});
   TESSERA_CHECK_GRAD([&](const V& in) { return linear(in[0], wc.reshape({4, 27})); }, {grad_input({2, 27}, 17)});
+}
+
+TEST_CASE("method forms read as libtorch's: x.sum(1), x.mean(), x.softmax(-1), x.matmul(y), with gradients") {
+  const Tensor x = make_input({3, 4}, DType::f32, 5);
+  CHECK(x.sum(1).to_vector<float>() == sum(x, {1}).to_vector<float>());
+  CHECK(x.sum(std::vector<int64_t>{0, 1}, true).shape() == Shape{1, 1});
+  CHECK(x.mean().item<float>() == mean(x).item<float>());
+  CHECK(x.max().item<float>() == amax(x).item<float>());
+  CHECK(x.amin(0).to_vector<float>() == amin(x, {0}).to_vector<float>());
+  CHECK(x.argmax(1).to_vector<int64_t>() == argmax(x, 1).to_vector<int64_t>());
+  CHECK(x.softmax(-1).to_vector<float>() == softmax(x, -1).to_vector<float>());
+  CHECK(x.matmul(x.mT()).shape() == Shape{3, 3});
+  CHECK(x.abs().to_vector<float>() == tessera::abs(x).to_vector<float>());
+  CHECK(x.pow(2.0).to_vector<float>() == tessera::pow(x, 2.0).to_vector<float>());
+  CHECK(x.clamp(-0.5, 0.5).amax(1).max().item<float>() <= 0.5f);
+  TESSERA_CHECK_GRAD([](const V& in) { return in[0].tanh().matmul(in[1]).log_softmax(1).sum(0); }, {grad_input({2, 3}, 30), grad_input({3, 4}, 31)});
 }

@@ -115,3 +115,19 @@ TEST_CASE("bitwise ops on bool, Python's operators, promotion and the errors") {
   TESSERA_CHECK_THROWS_WITH(p << p, "bitwise_left_shift: not supported for dtype bool");
   TESSERA_CHECK_THROWS_WITH(~f, "bitwise_not: needs an integer or bool tensor, got float32");
 }
+
+TEST_CASE("comparison operators give bool tensors, as libtorch's (a > 2.0 is gt(a, 2.0))") {
+  const Tensor a = from_vector<float>({1, 2, 3, NAN}, {4}).to(device()), b = from_vector<float>({3, 2, 1, 0}, {4}).to(device());
+  const auto bits = [](const Tensor& t) {
+    CHECK(t.dtype() == DType::boolean);
+    return t.to(DType::i64).to_vector<int64_t>();
+  };
+  CHECK(bits(a > 2.0) == std::vector<int64_t>{0, 0, 1, 0});
+  CHECK(bits(a >= 2) == std::vector<int64_t>{0, 1, 1, 0});
+  CHECK(bits(a < b) == std::vector<int64_t>{1, 0, 0, 0});
+  CHECK(bits(a <= b) == std::vector<int64_t>{1, 1, 0, 0});
+  CHECK(bits(a == b) == std::vector<int64_t>{0, 1, 0, 0});
+  CHECK(bits(a != b) == std::vector<int64_t>{1, 0, 1, 1});  // NaN != anything
+  CHECK(bits(2.0 < a) == std::vector<int64_t>{0, 0, 1, 0});
+  CHECK(bits(a == a) == std::vector<int64_t>{1, 1, 1, 0});  // values, not identity (is_same)
+}

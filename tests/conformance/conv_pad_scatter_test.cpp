@@ -98,6 +98,14 @@ TEST_CASE("pad in constant, reflect, replicate and circular modes, with negative
   CHECK(row(pad(x, {2, 1}, PadMode::replicate)) == std::vector<float>{4, 4, 4, 5, 6, 7, 7});
   CHECK(row(pad(x, {2, 4}, PadMode::circular)) == std::vector<float>{6, 7, 4, 5, 6, 7, 4, 5, 6, 7});
   CHECK(row(pad(x, {1, -2}, PadMode::constant, 9)) == std::vector<float>{9, 4, 5});
+  // Negative pads crop in the other modes too (PyTorch's semantics: indices in the input's own
+  // coordinates, so a reflection on the far side still mirrors the whole axis).
+  CHECK(row(pad(x, {-1, 2}, PadMode::reflect)) == std::vector<float>{5, 6, 7, 6, 5});
+  CHECK(row(pad(x, {2, -1}, PadMode::replicate)) == std::vector<float>{4, 4, 4, 5, 6});
+  CHECK(row(pad(x, {-2, 1}, PadMode::circular)) == std::vector<float>{6, 7, 4});
+  CHECK(row(pad(x, {-1, -1}, PadMode::reflect)) == std::vector<float>{5, 6});
+  TESSERA_CHECK_GRAD([](const V& in) { return pad(in[0], {-1, 2, 1, -1}, PadMode::reflect); }, {grad_input({3, 4}, 26)});
+  TESSERA_CHECK_THROWS_WITH(pad(x, {-3, -2}, PadMode::replicate), "pad: replicate padding of -3 and -2 does not fit axis 1 of size 4");
   const Tensor both = pad(x, {1, 0, 1, 1}, PadMode::reflect);  // last axis, then the first
   CHECK(both.shape() == Shape{4, 5});
   CHECK(both.to_vector<float>() == std::vector<float>{5, 4, 5, 6, 7, 1, 0, 1, 2, 3, 5, 4, 5, 6, 7, 1, 0, 1, 2, 3});
@@ -161,6 +169,13 @@ TEST_CASE("index_add, scatter and scatter_reduce follow PyTorch") {
   TESSERA_CHECK_GRAD([gi](const V& in) { return scatter(in[0], 0, gi, in[1]); }, {grad_input({3, 4}, 18), grad_input({1, 4}, 19)});
   TESSERA_CHECK_GRAD([gi](const V& in) { return scatter_reduce(in[0], 0, gi, in[1], ScatterReduce::mean); },
                      {grad_input({3, 4}, 20), grad_input({1, 4}, 21)});
+  // include_self = false: an unhit element is x itself (gradient 1), a hit one only the sources'
+  // mean (gradient 0). The unhit elements' 0 / 0 divisor used to leak NaN into x's gradient.
+  Tensor xs = x.detach().set_requires_grad();
+  sum(scatter_reduce(xs, 0, index, src, ScatterReduce::mean, false)).backward();
+  CHECK(xs.grad().to_vector<float>() == std::vector<float>{0, 0, 1, 1, 1, 1, 0, 1, 0, 1, 0, 0});
+  TESSERA_CHECK_GRAD([gi](const V& in) { return scatter_reduce(in[0], 0, gi, in[1], ScatterReduce::mean, false); },
+                     {grad_input({3, 4}, 24), grad_input({1, 4}, 25)});
   TESSERA_CHECK_GRAD([](const V& in) { return index_add(in[0], 1, from_vector<int64_t>({2, 2, 0}, {3}).to(in[0].device()), in[1], 2.0); },
                      {grad_input({2, 3}, 22), grad_input({2, 3}, 23)});
   TESSERA_CHECK_THROWS_WITH(index_add(x, 0, rows, zeros({2, 3}, DType::f32, device())), "index_add: source [2, 3] must match input [3, 4]");

@@ -39,6 +39,9 @@ const UnaryCase kUnary[] = {
     {"exp2", &tessera::exp2, -3, 3, true}, {"mish", &mish, -3, 3, true},
     {"hardswish", &hardswish, -5, 5, true}, {"hardsigmoid", &hardsigmoid, -5, 5, true},
     {"elu", &elu_default, -3, 3, true},   {"selu", &selu, -3, 3, true},
+    {"log10", &tessera::log10, 0.1, 4, true}, {"sinh", &tessera::sinh, -3, 3, true},
+    {"cosh", &tessera::cosh, -3, 3, true}, {"asinh", &tessera::asinh, -30, 30, true},
+    {"acosh", &tessera::acosh, 1, 30, true}, {"atanh", &tessera::atanh, -0.95, 0.95, true},
 };
 
 const Shape kShapes[] = {{17}, {3, 5}, {2, 3, 4}, {1, 7}, {4, 1}, {0, 3}, {}};
@@ -99,6 +102,44 @@ TEST_CASE("unary ops handle special values like the reference") {
     const Tensor x = from_vector(specials, {static_cast<int64_t>(specials.size())}).to(device());
     const ref::Ref want = ref::map(to_ref(x), [&](double v) { return ref::unary(c.name, v); });
     TESSERA_CHECK_CLOSE(c.fn(x), want, Tolerance{1e-12, 1e-300});
+  }
+}
+
+// In f32 on every backend (the CPU's vectorised kernels included): an AVX-512 CPU gave
+// gelu(-inf) = -inf where the others and PyTorch give NaN, about -1e-6 at x = -100 where PyTorch
+// gives -0, and a tanh-GELU gradient of -1.4e-6 at -5.7 where PyTorch gives -8.4e-9. One answer
+// everywhere: PyTorch's.
+TEST_CASE("GELU's special values and far tails are PyTorch's on every backend, in f32 too") {
+  const std::vector<float> xs = {-INFINITY, -100.0f, -88.7f, -20.0f, -5.7f, -1.0f, 0.0f, 1.0f, 5.7f, 100.0f, INFINITY, NAN};
+  const auto n = static_cast<int64_t>(xs.size());
+  for (bool approx : {false, true}) {
+    CAPTURE(approx);
+    const auto ref_y = [&](double x) {
+      return approx ? 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) : 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    };
+    const auto ref_dy = [&](double x) {
+      if (!approx) return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) * 0.3989422804014327;
+      const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = std::tanh(u);
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+    };
+    Tensor x = from_vector<float>(xs, {n}).to(device()).set_requires_grad();
+    const Tensor y = gelu(x, approx);
+    y.backward(ones({n}, DType::f32, device()));
+    const std::vector<float> got = y.to_vector<float>(), grad = x.grad().to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      CAPTURE(xs[i]);
+      const double x0 = xs[i];
+      if (std::isnan(x0) || x0 == -INFINITY) {  // -inf: x * 0 is NaN, as PyTorch computes it
+        CHECK(std::isnan(got[i]));
+        continue;
+      }
+      if (x0 == INFINITY) {
+        CHECK(got[i] == INFINITY);
+        continue;
+      }
+      CHECK(std::fabs(got[i] - ref_y(x0)) <= 2e-7 * std::max(1.0, std::fabs(ref_y(x0))));
+      CHECK(std::fabs(grad[i] - ref_dy(x0)) <= 2e-8 + 2e-6 * std::fabs(ref_dy(x0)));
+    }
   }
 }
 

@@ -1,10 +1,12 @@
 // index_select, gather, scatter_add, take_along_axis, one_hot, embedding.
 #include "support/checks.h"
+#include "support/gradcheck.h"
 
 using namespace tessera;
 using namespace tessera::test;
 
 namespace {
+using V = std::vector<Tensor>;
 std::vector<int64_t> as_indices(const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); }
 }  // namespace
 
@@ -156,4 +158,29 @@ TEST_CASE("index validation makes no host sync of its own") {
   CHECK(std::isfinite(ce.item<float>()));
   TESSERA_CHECK_THROWS_WITH(cross_entropy(x, from_vector<int64_t>({3, 4, 1}, {3}).to(device())).item<float>(),
                             "cross_entropy: target 4 at position 1 is out of range for 4 classes");
+}
+
+TEST_CASE("index_put assigns and accumulates at advanced indices, as PyTorch's index_put") {
+  const Tensor x = arange(0, 12, 1, DType::f32, device()).reshape({3, 4});
+  const Tensor rows = from_vector<int64_t>({0, 2, 0}, {3}).to(device()), cols = from_vector<int64_t>({1, 3, 1}, {3}).to(device());
+  const Tensor vals = from_vector<float>({10, 20, 30}, {3}).to(device());
+  // Accumulate: the repeated (0, 1) adds both values.
+  std::vector<float> want = x.to_vector<float>();
+  want[1] += 40, want[11] += 20;
+  CHECK(index_put(x, {rows, cols}, vals, true).to_vector<float>() == want);
+  // Assignment: a whole row through one index (negative from the end), a broadcast scalar.
+  const Tensor last = index_put(x, {from_vector<int64_t>({-1}, {1}).to(device())}, full({}, 5.0, DType::f32, device()));
+  CHECK(last.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 5, 5, 5, 5});
+  // Broadcast index tensors: rows [2, 1] x cols [1, 2] pick a 2 x 2 block.
+  const Tensor r2 = from_vector<int64_t>({0, 2}, {2, 1}).to(device()), c2 = from_vector<int64_t>({1, 3}, {1, 2}).to(device());
+  CHECK(index_put(x, {r2, c2}, from_vector<float>({-1, -2, -3, -4}, {2, 2}).to(device())).to_vector<float>() ==
+        std::vector<float>{0, -1, 2, -2, 4, 5, 6, 7, 8, -3, 10, -4});
+  TESSERA_CHECK_GRAD([&](const V& in) { return index_put(in[0], {rows.to(in[0].device()), cols.to(in[0].device())}, in[1], true); },
+                     {grad_input({3, 4}, 90), grad_input({3}, 91)});
+  // An index outside its axis is refused, never landing on another row.
+  TESSERA_CHECK_THROWS_WITH(index_put(x, {from_vector<int64_t>({0}, {1}).to(device()), from_vector<int64_t>({4}, {1}).to(device())},
+                                      full({}, 1.0, DType::f32, device())).to(kCPU),
+                            "out of range");
+  TESSERA_CHECK_THROWS_WITH(index_put(x, {rows, cols, rows}, vals), "index_put: needs 1 to 2 index tensors for input [3, 4], got 3");
+  TESSERA_CHECK_THROWS_WITH(index_put(x, {rows, cols}, from_vector<float>({1, 2}, {2}).to(device())), "index_put");
 }

@@ -57,6 +57,13 @@ TEST_CASE("sort is stable, puts NaN last (first descending) and matches std::sta
   CHECK(si.indices.to_vector<int64_t>() == std::vector<int64_t>{3, 0, 1, 2, 0, 1, 2, 3});
   TESSERA_CHECK_GRAD([](const V& in) { return sort(in[0], 1).values; }, {grad_input({2, 7}, 3)});
   TESSERA_CHECK_THROWS_WITH(sort(ones({3}, DType::boolean, device())), "sort: not supported for dtype bool");
+  // argsort: sort's indices, int64, stable, no gradient.
+  CHECK(argsort(special).to_vector<int64_t>() == std::vector<int64_t>{4, 2, 5, 0, 3, 1});
+  CHECK(argsort(special, 0, true).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 3, 2, 5, 4});
+  CHECK(argsort(ints, 0).to_vector<int64_t>() == si.indices.to_vector<int64_t>());
+  CHECK(argsort(grad_input({5}, 4)).dtype() == DType::i64);
+  CHECK_FALSE(argsort(grad_input({5}, 4)).requires_grad());
+  TESSERA_CHECK_THROWS_WITH(argsort(ones({3}, DType::boolean, device())), "argsort: not supported for dtype bool");
 }
 
 TEST_CASE("topk gives the k largest or smallest in order, the lower index first among ties") {

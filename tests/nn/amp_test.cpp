@@ -44,6 +44,22 @@ TEST_CASE("autocast: matmul, linear and conv2d run in the low dtype, reductions,
   CHECK_THROWS_WITH_AS(AutocastGuard(DType::i32), doctest::Contains("autocast dtype must be bfloat16 or float16"), Error);
 }
 
+TEST_CASE("autocast turns off for a scope: AutocastGuard(f32, false) as the docs show, and AutocastGuard::disabled()") {
+  const Tensor a = make_input({4, 4}, DType::f32, 1), b = make_input({4, 4}, DType::f32, 2);
+  const AutocastGuard on(DType::bf16);
+  CHECK(matmul(a, b).dtype() == DType::bf16);
+  {
+    const AutocastGuard off(DType::f32, false);
+    CHECK(matmul(a, b).dtype() == DType::f32);
+  }
+  {
+    const auto off = AutocastGuard::disabled();
+    CHECK(matmul(a, b).dtype() == DType::f32);
+  }
+  CHECK(matmul(a, b).dtype() == DType::bf16);  // restored
+  TESSERA_CHECK_THROWS_WITH(AutocastGuard(DType::f32, true), "autocast: the autocast dtype must be bfloat16 or float16, got float32");
+}
+
 TEST_CASE("autocast: gradients reach f32 leaves in f32 and match the f32 gradients within 16-bit tolerance") {
   for (DType low : {DType::bf16, DType::f16}) {
     CAPTURE(dtype_name(low));

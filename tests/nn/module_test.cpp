@@ -1,9 +1,12 @@
 // Modules and layers: registration, state dicts, modes, device/dtype moves, and gradient
 // checks of every layer (f64 on the test device).
+#include <sstream>
+
 #include "support/checks.h"
 #include "support/gradcheck.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/models.h"
+#include "tessera/nn/optim.h"
 
 using namespace tessera;
 using namespace tessera::test;
@@ -60,6 +63,28 @@ TEST_CASE("to(dtype) keeps parameters trainable and forward works in float64") {
   CHECK(y.shape() == Shape{2, 10});
   sum(y).backward();
   CHECK(m->parameters()[0].grad().dtype() == DType::f64);
+}
+
+// libtorch users build the optimizer, then move the model: the move keeps the tensor objects the
+// optimizer holds (it used to replace them, and the optimizer stepped copies nobody read).
+TEST_CASE("an optimizer built before to() steps the moved weights, on another device and dtype") {
+  Linear lin(4, 3, true, {DType::f32, kCPU});
+  SGD opt(lin.parameters(), OptimOptions{.lr = 0.1});
+  const Tensor w_before_handle = lin.weight;
+  lin.to(device(), DType::f64);
+  CHECK(lin.weight.is_same(w_before_handle));  // the same tensor object, now moved
+  CHECK(lin.weight.device() == device());
+  CHECK(lin.weight.dtype() == DType::f64);
+  CHECK(opt.param_groups()[0].params[0].is_same(lin.weight));
+  const std::vector<double> before = lin.weight.to_vector<double>();
+  sum(lin.forward(make_input({5, 4}, DType::f64, 11))).backward();
+  opt.step();
+  CHECK(lin.weight.to_vector<double>() != before);
+  // The gradient moved with its parameter.
+  lin.to(kCPU, DType::f32);
+  CHECK(lin.weight.grad().device() == kCPU);
+  CHECK(lin.weight.grad().dtype() == DType::f32);
+  TESSERA_CHECK_THROWS_WITH(SGD(std::vector<Tensor>{}, OptimOptions{}), "optimizer: got an empty parameter list");
 }
 
 namespace {
@@ -160,4 +185,20 @@ TEST_CASE("every layer passes a finite-difference gradient check") {
     const Tensor x = grad_input({4}, 8);
     CHECK(d.forward(x).is_same(x));
   }
+}
+
+namespace {
+struct MyBlock : Module {  // no name() of its own
+  Tensor forward(const Tensor& x) override { return x; }
+};
+}  // namespace
+
+TEST_CASE("a module without name() is named after its class, and std::cout << module prints its tree") {
+  MyBlock b;
+  CHECK(b.name() == "MyBlock");
+  Linear lin(4, 3);
+  std::ostringstream os;
+  os << lin;
+  CHECK(os.str() == lin.str());
+  CHECK(os.str().find("Linear") == 0);
 }

@@ -271,6 +271,12 @@ double unary(const char* op, double x) {
   if (o == "acos") return std::acos(x);
   if (o == "atan") return std::atan(x);
   if (o == "log2") return std::log2(x);
+  if (o == "log10") return std::log10(x);
+  if (o == "sinh") return std::sinh(x);
+  if (o == "cosh") return std::cosh(x);
+  if (o == "asinh") return std::asinh(x);
+  if (o == "acosh") return std::acosh(x);
+  if (o == "atanh") return std::atanh(x);
   if (o == "exp2") return std::exp2(x);
   const auto relu6_shift3 = [](double v) { return v + 3 < 0 ? 0.0 : (v + 3 > 6 ? 6.0 : v + 3); };  // NaN passes
   if (o == "mish") return x * std::tanh(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))));

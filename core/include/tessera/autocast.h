@@ -25,6 +25,8 @@ const AutocastState& autocast_state();
 class AutocastGuard {
  public:
   explicit AutocastGuard(DType dtype, bool enabled = true);
+  /** Autocast off for the scope (inside an autocast region: a part that must run in f32). */
+  static AutocastGuard disabled();
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

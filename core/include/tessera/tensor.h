@@ -116,6 +116,34 @@ class Tensor {
   /** Keeps .grad() of a non-leaf tensor after backward. */
   void retain_grad() const;
 
+  // ---- method forms of common ops, as libtorch writes them (x.sum(1), x.softmax(-1), ...);
+  // each is the free function of the same name (tensor_methods.cpp) ----
+  Tensor sum() const;
+  Tensor sum(int64_t axis, bool keepdim = false) const;
+  Tensor sum(const std::vector<int64_t>& axes, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(int64_t axis, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& axes, bool keepdim = false) const;
+  /** Largest / smallest element (a 0-d tensor), or along `axis` (values only: amax/amin). */
+  Tensor max() const;
+  Tensor min() const;
+  Tensor amax(int64_t axis, bool keepdim = false) const;
+  Tensor amin(int64_t axis, bool keepdim = false) const;
+  Tensor argmax(int64_t axis, bool keepdim = false) const;
+  Tensor softmax(int64_t axis) const;
+  Tensor log_softmax(int64_t axis) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor pow(double exponent) const;
+  Tensor clamp(double lo, double hi) const;
+
   /** PyTorch-style repr: tensor([[1., 2.], [3., 4.]], dtype=float64). */
   std::string str() const;
 

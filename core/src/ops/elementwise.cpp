@@ -120,6 +120,12 @@ Tensor asin(const Tensor& x) { return unary(OpId::Asin, x); }
 Tensor acos(const Tensor& x) { return unary(OpId::Acos, x); }
 Tensor atan(const Tensor& x) { return unary(OpId::Atan, x); }
 Tensor log2(const Tensor& x) { return unary(OpId::Log2, x); }
+Tensor log10(const Tensor& x) { return unary(OpId::Log10, x); }
+Tensor sinh(const Tensor& x) { return unary(OpId::Sinh, x); }
+Tensor cosh(const Tensor& x) { return unary(OpId::Cosh, x); }
+Tensor asinh(const Tensor& x) { return unary(OpId::Asinh, x); }
+Tensor acosh(const Tensor& x) { return unary(OpId::Acosh, x); }
+Tensor atanh(const Tensor& x) { return unary(OpId::Atanh, x); }
 Tensor exp2(const Tensor& x) { return unary(OpId::Exp2, x); }
 Tensor mish(const Tensor& x) { return unary(OpId::Mish, x); }
 Tensor hardswish(const Tensor& x) { return unary(OpId::Hardswish, x); }
@@ -184,6 +190,12 @@ TESSERA_DEFINE_OPERATOR(|, bitwise_or)
 TESSERA_DEFINE_OPERATOR(^, bitwise_xor)
 TESSERA_DEFINE_OPERATOR(<<, bitwise_left_shift)
 TESSERA_DEFINE_OPERATOR(>>, bitwise_right_shift)
+TESSERA_DEFINE_OPERATOR(==, eq)
+TESSERA_DEFINE_OPERATOR(!=, ne)
+TESSERA_DEFINE_OPERATOR(<, lt)
+TESSERA_DEFINE_OPERATOR(<=, le)
+TESSERA_DEFINE_OPERATOR(>, gt)
+TESSERA_DEFINE_OPERATOR(>=, ge)
 #undef TESSERA_DEFINE_OPERATOR
 Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 

@@ -63,8 +63,11 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
       y = pad_constant(y, axis, lo, hi, value);
       continue;
     }
-    const bool fits = lo >= 0 && hi >= 0 && n > 0 &&
-                      (mode == PadMode::reflect ? lo < n && hi < n : mode == PadMode::circular ? lo <= n && hi <= n : true);
+    // A negative pad crops, in every mode, as in PyTorch: output j reads source_index(j - lo) in
+    // the input's own coordinates, so the other side's reflection still mirrors the whole axis.
+    const int64_t plo = std::max<int64_t>(lo, 0), phi = std::max<int64_t>(hi, 0);
+    const bool fits = n > 0 && -lo <= n && -hi <= n && n + lo + hi >= 0 &&
+                      (mode == PadMode::reflect ? plo < n && phi < n : mode == PadMode::circular ? plo <= n && phi <= n : true);
     TESSERA_CHECK(fits, "pad", mode_name(mode), " padding of ", lo, " and ", hi, " does not fit axis ", axis, " of size ", n, " in input ",
                   shape_str(x.shape()), mode == PadMode::reflect ? " (reflect needs pads smaller than the size)" : "");
     if (lo == 0 && hi == 0) continue;

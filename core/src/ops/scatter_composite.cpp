@@ -143,7 +143,10 @@ Tensor scatter_reduce(const Tensor& x, int64_t axis, const Tensor& index, const 
   const Tensor total = scatter_add(base, axis, index, src);
   if (reduce == ScatterReduce::sum) return total;
   TESSERA_CHECK(is_floating(x.dtype()), "scatter_reduce", "\"mean\" needs a floating dtype, got ", x.dtype());
-  return where(hit, div(total, include_self ? add(counts, 1.0) : counts), x);
+  // The divisor is 1, not 0, where no source lands: those quotients are discarded by the where,
+  // but 0 / 0 in the division's backward leaked NaN into x's gradient through it.
+  const Tensor divisor = include_self ? add(counts, 1.0) : where(hit, counts, ones_like(counts));
+  return where(hit, div(total, divisor), x);
 }
 
 }  // namespace tessera

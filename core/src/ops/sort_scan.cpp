@@ -135,6 +135,13 @@ ValuesIndices cumulative_extreme(const Tensor& x, int64_t axis, bool is_max, con
 }
 }  // namespace
 
+Tensor argsort(const Tensor& x, int64_t axis, bool descending) {
+  detail::check_defined(x, "argsort");
+  TESSERA_CHECK(x.dtype() != DType::boolean, "argsort", "not supported for dtype bool (argsort x.to(int8))");
+  NoGradGuard no_grad;  // indices carry no gradient
+  return sort(x.detach(), axis, descending).indices;
+}
+
 Tensor cumprod(const Tensor& x_in, int64_t axis) {
   detail::check_defined(x_in, "cumprod");
   // Integers and booleans multiply in int64, as cumsum accumulates them (and as PyTorch does).

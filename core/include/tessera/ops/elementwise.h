@@ -45,6 +45,13 @@ Tensor asin(const Tensor& x);
 Tensor acos(const Tensor& x);
 Tensor atan(const Tensor& x);
 Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+/** Hyperbolic functions and their inverses (acosh below 1 and atanh outside [-1, 1] are NaN). */
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
 Tensor exp2(const Tensor& x);
 /** x * tanh(softplus(x)). */
 Tensor mish(const Tensor& x);
@@ -137,6 +144,14 @@ TESSERA_DECLARE_OPERATOR(|)
 TESSERA_DECLARE_OPERATOR(^)
 TESSERA_DECLARE_OPERATOR(<<)
 TESSERA_DECLARE_OPERATOR(>>)
+// Comparisons as in libtorch and Python: elementwise, bool tensors (a > 2.0 is gt(a, 2.0)).
+// Tensor identity is is_same(), not ==.
+TESSERA_DECLARE_OPERATOR(==)
+TESSERA_DECLARE_OPERATOR(!=)
+TESSERA_DECLARE_OPERATOR(<)
+TESSERA_DECLARE_OPERATOR(<=)
+TESSERA_DECLARE_OPERATOR(>)
+TESSERA_DECLARE_OPERATOR(>=)
 #undef TESSERA_DECLARE_OPERATOR
 Tensor operator~(const Tensor& a);
 

@@ -24,6 +24,12 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 /** embedding() whose row `padding_idx` gets no gradient (PyTorch's padding_idx; negative counts from the end). */
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx);
+/**
+ * x with x[indices[0], indices[1], ...] = values (accumulate: +=, repeated positions adding up),
+ * as PyTorch's index_put: one integer index tensor per leading axis, broadcast together, values
+ * broadcast to the indexed shape. Without accumulate, repeated positions keep one of their values.
+ */
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
 /** x with src's slices along `axis` added at the positions in 1-D `index` (times alpha), as PyTorch's index_add. */
 Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
 /**

@@ -93,6 +93,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 /** Layer normalisation over the last `normalized_dims` axes. */
 Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
+/**
+ * Group normalisation of x [N, C, ...]: the C channels in `groups` groups, each group's channels
+ * and positions normalised together per sample (biased variance), then weight[c] x + bias[c]
+ * (both optional, [C]). As PyTorch's group_norm; computed as layer_norm over
+ * [N, groups, C / groups * spatial], so fused and differentiable wherever layer_norm is.
+ */
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+/** Instance normalisation of x [N, C, spatial...]: statistics per sample and channel (group_norm
+ *  with one channel per group), then the optional per-channel affine. No running statistics. */
+Tensor instance_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
 
 enum class Reduction { none, mean, sum };
 

@@ -34,6 +34,8 @@ ValuesIndices min(const Tensor& x, int64_t axis, bool keepdim = false);
  * goes back through the indices.
  */
 ValuesIndices sort(const Tensor& x, int64_t axis = -1, bool descending = false);
+/** The int64 indices that sort x along `axis` (stable, NaN last; sort's indices), as torch.argsort(stable=True). */
+Tensor argsort(const Tensor& x, int64_t axis = -1, bool descending = false);
 /** The k largest (or smallest) along `axis` in order; ties keep the lower index first. */
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true);
 /** Cumulative product along `axis` (a log n doubling scan of products; exact for zeros and signs). */

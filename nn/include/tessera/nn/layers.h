@@ -125,6 +125,35 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+/** GroupNorm(groups, channels): group_norm with a learnable per-channel weight (1) and bias (0). */
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t groups, int64_t channels, double eps = 1e-5, bool affine = true, Placement p = {});
+  Tensor forward(const Tensor& x) override { return group_norm(x, groups_, weight, bias, eps_); }
+  std::string name() const override { return "GroupNorm"; }
+  int64_t groups() const { return groups_; }
+  double eps() const { return eps_; }
+  Tensor weight, bias;
+
+ private:
+  int64_t groups_;
+  double eps_;
+};
+
+/** InstanceNorm2d(channels): instance_norm over [N, C, H, W]; as PyTorch's default, no affine
+ *  parameters unless asked and no running statistics (training and eval normalise alike). */
+class InstanceNorm2d : public Module {
+ public:
+  explicit InstanceNorm2d(int64_t channels, double eps = 1e-5, bool affine = false, Placement p = {});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "InstanceNorm2d"; }
+  double eps() const { return eps_; }
+  Tensor weight, bias;
+
+ private:
+  double eps_;
+};
+
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, Generator* gen = nullptr);

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,8 +27,9 @@ class Module {
   /** The layer's computation; modules with other signatures throw here. */
   virtual Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
-  /** Type name for messages and printing ("Linear"). */
-  virtual std::string name() const = 0;
+  /** Type name for messages and printing ("Linear"); by default the class's own name, without
+   *  its namespaces, so a custom module need not write one. */
+  virtual std::string name() const;
   /** One-line description of the configuration ("Linear(784, 256)"). */
   virtual std::string describe() const { return name(); }
 
@@ -56,6 +58,8 @@ class Module {
   void zero_grad();
   /** Multi-line tree of the module ("Sequential(\n  (0): Linear(784, 256)\n ...)"). */
   std::string str() const;
+  /** std::cout << model prints str(), as libtorch's operator<< for modules. */
+  friend std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.str(); }
 
  protected:
   /** Registers `*slot` as parameter `name` (requires grad). The slot must outlive the module. */
