@@ -11,6 +11,10 @@
 
 #include "support/test_device.h"
 
+// Defined per executable by a generated source (tessera_use_test_main in tests/CMakeLists.txt),
+// so this file compiles once for every test binary.
+const char* tessera_test_default_device();
+
 int main(int argc, char** argv) {
   bool listing = false;
   for (int i = 1; i < argc; ++i) {
@@ -20,9 +24,7 @@ int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   if (listing) return context.run();
 
-#ifdef TESSERA_TEST_DEVICE
-  tessera::test::set_default_device(TESSERA_TEST_DEVICE);  // set per executable by CMake
-#endif
+  tessera::test::set_default_device(tessera_test_default_device());
   const tessera::Device dev = tessera::test::device();
   tessera::Backend* backend = tessera::find_backend(dev.type);
   if (!backend || backend->device_count() <= dev.index) {
