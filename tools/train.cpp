@@ -1,5 +1,6 @@
-// `tessera train`: trains the MLP or the CNN on Fashion-MNIST (or MNIST) on any backend; the
-// language models go to train_lm.cpp.
+// `tessera train`: one run for every model on any backend: flags, the process group and the
+// device, then the task (train_tasks.cpp: images or text) and nn::Trainer, which holds every
+// training policy; reports and the JSON summary at the end.
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,25 +16,15 @@
 #include "metrics_log.h"
 #include "tessera/nn/file_io.h"
 #include "train_args.h"
+#include "train_tasks.h"
 #include "tessera/dist.h"
 #include "tessera/nn/ddp.h"
+#include "tessera/nn/language_model.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/trainer.h"
 #include "tessera/profiler.h"
-#ifdef TESSERA_HAS_ONNX
-#include "tessera/onnx.h"
-#endif
 
 namespace tessera::tools {
-namespace {
-// Rank r of w keeps images r, r + w, ...: equal shards (the remainder is dropped) so every rank
-// runs the same number of steps, each rank shuffling its own shard per epoch.
-nn::ImageSet shard(const nn::ImageSet& set, int rank, int world) {
-  const int64_t per_rank = set.size() / world;
-  const Tensor idx = add(mul(arange(0.0, static_cast<double>(per_rank), 1.0, DType::f64, kCPU), static_cast<double>(world)), rank).to(DType::i64);
-  return {index_select(set.images, 0, idx), index_select(set.labels, 0, idx)};
-}
-}  // namespace
 
 Device pick_device(const std::string& backend) {
   if (backend != "auto") {
@@ -54,12 +45,22 @@ Device pick_device(const std::string& backend) {
 
 namespace {
 
+// The learning-rate schedule: --schedule cosine decays to the task's floor over the run's
+// optimizer steps, after --warmup steps of linear warm-up.
+std::unique_ptr<nn::Scheduler> make_scheduler(const TrainArgs& a, nn::Optimizer& optimizer, int64_t total_steps, double min_factor) {
+  if (a.schedule != "cosine") return nullptr;
+  const auto cosine = std::make_shared<nn::CosineLR>(total_steps, min_factor);
+  if (a.warmup == 0) return std::make_unique<nn::Scheduler>(optimizer, cosine);
+  return std::make_unique<nn::Scheduler>(optimizer,
+                                         std::make_shared<nn::ChainedLR>(std::vector<std::shared_ptr<nn::LRSchedule>>{
+                                             std::make_shared<nn::LinearWarmup>(std::min(a.warmup, total_steps), 0.01), cosine}));
+}
+
 void run_train(TrainArgs& a, const CLI::App& cmd) {
-  validate_train_args(a, [&](const std::string& flag) { return cmd.count(flag) > 0; });
-  if (is_language_model(a.model)) {
-    run_train_lm(a, [&](const std::string& flag) { return cmd.count(flag) > 0; }, pick_device(a.backend));
-    return;
-  }
+  const auto explicit_flag = [&](const std::string& flag) { return cmd.count(flag) > 0; };
+  validate_train_args(a, explicit_flag);
+  apply_model_defaults(a, explicit_flag);
+  const bool lm = is_language_model(a.model);
   std::vector<std::string> resume_report;
   if (a.resume && std::filesystem::exists(a.checkpoint)) {
     const nn::Metadata meta = nn::read_safetensors_metadata(a.checkpoint);
@@ -70,91 +71,71 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
       return cmd.count(flag) > 0 && !(flag == "--batch-size" && a.batch_size == kAutoBatch);
     });
     for (const std::string& line : resume_report) std::fprintf(stderr, "resume: %s\n", line.c_str());
+    validate_train_args(a);  // the settings taken from the file meet the command line's rules
   }
   std::shared_ptr<dist::ProcessGroup> group;
   if (a.distributed) {
     group = dist::init_process_group();
-    TESSERA_CHECK(a.batch_size % group->world_size() == 0, "train", "--batch ", a.batch_size, " (the global batch) must divide by the ",
-                  group->world_size(), " ranks");
+    TESSERA_CHECK(a.batch_size % group->world_size() == 0, "train", "--batch-size ", a.batch_size,
+                  " (the global batch) must divide by the ", group->world_size(), " ranks");
   }
-  const int rank = group ? group->rank() : 0, world = group ? group->world_size() : 1;
+  RunContext run;
+  run.group = group.get();
+  run.rank = group ? group->rank() : 0;
+  run.world = group ? group->world_size() : 1;
   // Ranks share the node's cores unless told otherwise.
-  set_num_threads(a.threads == 0 && world > 1 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world) : a.threads);
-  Device device = pick_device(a.backend);
-  if (group && device.type != DeviceType::cpu) device = Device(device.type, a.local_rank >= 0 ? a.local_rank : group->local_rank());
-  if (rank != 0) a.quiet = true;  // rank 0 logs
-  if (a.memory_limit > 0) set_memory_limit(device, a.memory_limit);
-  nn::ImageSet train_set = nn::load_mnist_split(a.data, "train", a.limit);
-  if (group) train_set = shard(train_set, rank, world);
-  nn::ImageSet test_set = nn::load_mnist_split(a.data, "test", a.test_limit);
-  const DType precision = nn::parse_precision(a.precision), param_dtype = nn::parse_precision(a.param_dtype);
-  TESSERA_CHECK(param_dtype == DType::f32 || param_dtype == precision, "train", "--param-dtype ", a.param_dtype,
-                " needs --precision ", a.param_dtype, " (16-bit parameters only run under autocast)");
-  const nn::Placement place{param_dtype, device};
-  const auto make_model = [&] { return a.model == "mlp" ? nn::make_mlp(place) : nn::make_cnn(place); };
+  set_num_threads(a.threads == 0 && run.world > 1 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / run.world)
+                                                  : a.threads);
+  run.device = pick_device(a.backend);
+  if (group && run.device.type != DeviceType::cpu)
+    run.device = Device(run.device.type, a.local_rank >= 0 ? a.local_rank : group->local_rank());
+  if (run.rank != 0) a.quiet = true;  // rank 0 logs
+  if (a.memory_limit > 0) set_memory_limit(run.device, a.memory_limit);
+  const Device device = run.device;
+  TrainTask task = lm ? make_text_task(a, run) : make_image_task(a, run);
+  const DType precision = nn::parse_precision(a.precision);
   nn::OptimOptions opts;
   opts.lr = a.lr;
   opts.weight_decay = a.weight_decay;
   if (a.optimizer == "sgd") opts.momentum = 0.9;
-  nn::LoaderOptions lo;
+  if (task.parameter_groups) opts.beta2 = 0.99;  // short runs: nanoGPT's setting for small language models
+  const auto make_optimizer = [&](nn::Module& m) {
+    if (!task.parameter_groups) return nn::make_optimizer(a.optimizer, m.parameters(), opts);
+    return nn::make_optimizer(a.optimizer, dynamic_cast<nn::LanguageModel&>(m).param_groups(opts));
+  };
   nlohmann::json batch_report;
   if (a.batch_size == kAutoBatch) {
-    BatchTrialModel trial;
-    trial.make_model = [&]() -> std::shared_ptr<nn::Module> { return make_model(); };
-    trial.make_optimizer = [&](nn::Module& m) { return nn::make_optimizer(a.optimizer, m.parameters(), opts); };
-    trial.loss = [&](nn::Module& m, int64_t b) {
-      const AutocastGuard autocast(precision == DType::f32 ? DType::bf16 : precision, precision != DType::f32);
-      return cross_entropy(m.forward(rand({b, 1, 28, 28}, DType::f32, device)), randint(0, 10, {b}, DType::i64, device));
-    };
-    trial.in_flight = [&](int64_t b) {  // the loader's prefetch queue, the batch in use and one being made
-      std::vector<Tensor> held;
-      for (int i = 0; i < lo.prefetch + 2; ++i) held.push_back(empty({b, 1, 28, 28}, DType::f32, device));
-      return held;
-    };
-    a.batch_size = auto_batch_size(trial, device, train_set.size(), group.get(), a.quiet, batch_report) * world;
+    task.trial.make_model = task.make_model;
+    task.trial.make_optimizer = make_optimizer;
+    a.batch_size = auto_batch_size(task.trial, device, task.max_batch, group.get(), a.quiet, batch_report) * run.world;
   }
   manual_seed(static_cast<uint64_t>(a.seed));  // after the search, which draws from the generator
-  std::shared_ptr<nn::Sequential> model = make_model();
-  auto optimizer = nn::make_optimizer(a.optimizer, model->parameters(), opts);
-
+  std::shared_ptr<nn::Module> model = task.make_model();
+  auto optimizer = make_optimizer(*model);
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
-  lo.batch_size = a.batch_size / world;
-  lo.seed = static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(rank);
-  lo.device = device;
-  lo.workers = a.workers;
-  // Crop pads with 0 (the background) before normalising; the test set is only normalised.
-  const nn::Transform normalize = nn::normalize({0.2860}, {0.3530});  // Fashion-MNIST statistics
-  std::vector<nn::Transform> prep;
-  if (a.augment) prep = {nn::random_crop(28, 2), nn::random_horizontal_flip(0.5)};
-  prep.push_back(normalize);
-  (a.preprocess == "device" ? lo.device_transforms : lo.transforms) = prep;
-  nn::DataLoader train(std::move(train_set), lo);
-  TESSERA_CHECK(train.batches() > 0, "train", "no training batches: ", train.samples(), " images with --batch-size ", a.batch_size);
-  lo.shuffle = false;
-  (a.preprocess == "device" ? lo.device_transforms : lo.transforms) = {normalize};
-  // Evaluation keeps no activations for backward: a batch no larger than training's fits where it does.
-  lo.batch_size = batch_report.is_null() && a.memory_limit == 0 ? 1000 : std::min<int64_t>(1000, lo.batch_size);
-  nn::DataLoader test(std::move(test_set), lo);
-
-  std::unique_ptr<nn::Scheduler> scheduler;
-  if (a.schedule == "cosine") {
-    scheduler = std::make_unique<nn::Scheduler>(*optimizer, std::make_shared<nn::CosineLR>(a.epochs * train.batches()));
-  }
+  auto [train, test] = task.make_data(a.batch_size / run.world);
+  const int64_t total_steps = task.total_steps > 0 ? task.total_steps : a.epochs * task.steps_of_epoch(*train);
+  const std::unique_ptr<nn::Scheduler> scheduler = make_scheduler(a, *optimizer, total_steps, task.min_lr_factor);
   const nlohmann::json config = nlohmann::json::parse(train_config_json(a));
   if (!a.quiet) {
-    std::printf("training %s (%lld parameters) on %s: %lld images, %lld epochs, batch %lld, %s lr %g (%s), precision %s%s\n",
-                a.model.c_str(), static_cast<long long>(model->num_parameters()), device.str().c_str(),
-                static_cast<long long>(train.samples()), static_cast<long long>(a.epochs), static_cast<long long>(a.batch_size),
-                a.optimizer.c_str(), a.lr, a.schedule.c_str(), a.precision.c_str(),
-                param_dtype == DType::f32 ? "" : " (16-bit parameters, f32 optimizer state)");
+    std::printf("%s\n", task.describe(*model, a).c_str());
+    if (group)
+      std::printf("data parallel: %d ranks over %s, batch %lld per rank\n", run.world, group->backend().c_str(),
+                  static_cast<long long>(a.batch_size / run.world));
+    if (a.graph && !DeviceGraph::supported(device))
+      std::printf("--graph: %s cannot capture graphs; running eagerly\n", device.str().c_str());
+    std::fflush(stdout);
   }
   nn::TrainOptions to;
-  to.epochs = a.epochs;
+  to.epochs = task.epochs;
+  to.grad_accumulation = a.grad_accumulation;
+  to.clip_norm = a.clip_norm;
   to.checkpoint = a.checkpoint;
   to.resume = a.resume;
   to.config = config.dump();
-  to.progress = !a.quiet && isatty(STDERR_FILENO);
+  to.metadata = task.checkpoint_metadata;
+  to.progress = !a.quiet && !lm && isatty(STDERR_FILENO);
   to.precision = precision;
   to.graph = a.graph;
   to.on_nonfinite = a.on_nonfinite == "skip" ? nn::OnNonFinite::skip : nn::OnNonFinite::stop;
@@ -162,11 +143,6 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   to.reset_optimizer = a.reset_optimizer;
   to.resume_lr = a.lr;
   to.ddp = ddp.get();
-  if (group && !a.quiet) std::printf("data parallel: %d ranks over %s, %lld images and batch %lld per rank\n", world, group->backend().c_str(),
-                                     static_cast<long long>(train.samples()), static_cast<long long>(a.batch_size / world));
-  if (a.graph && !DeviceGraph::supported(device) && !a.quiet) {
-    std::printf("--graph: %s cannot capture graphs; running eagerly\n", device.str().c_str());
-  }
   // f16 gradients underflow without loss scaling; bf16 has f32's exponent range and needs none.
   nn::GradScaler scaler(nn::GradScalerOptions{.enabled = precision == DType::f16});
   if (scaler.enabled()) to.scaler = &scaler;
@@ -174,61 +150,49 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   to.on_epoch_end = [&](const nn::EpochStats& s) {
     epoch_now = s.epoch + 1;
     if (a.quiet) return;
-    std::printf("epoch %lld/%lld  train_loss %.4f  test_loss %.4f  test_acc %.2f%%  %.0f samples/s  step %.1f ms  (%.1f s)\n",
-                static_cast<long long>(s.epoch), static_cast<long long>(a.epochs), s.train_loss, s.test.loss,
-                100.0 * s.test.accuracy, s.samples_per_second, s.step_ms, s.seconds);
+    task.print_epoch(s, a);
     std::fflush(stdout);
   };
   std::vector<double> step_losses;
-  MetricsLog metrics(rank == 0 ? a.metrics : std::string());
+  MetricsLog metrics(run.rank == 0 ? a.metrics : std::string());
   // The learning rate a step used: on_step_end runs after the scheduler moved it on.
   double step_lr = optimizer->param_groups().front().options.lr;
   to.on_step_end = [&](int64_t step, double loss) {
     step_losses.push_back(loss);
-    metrics.step(step, epoch_now, loss, step_lr, a.batch_size, "samples", device);
+    metrics.step(step, epoch_now, loss, step_lr, a.batch_size * a.grad_accumulation * task.targets_per_sample, task.unit, device);
     step_lr = optimizer->param_groups().front().options.lr;
   };
-  nn::Trainer trainer(*model, *optimizer, scheduler.get());
+  nn::Trainer trainer(*model, *optimizer, scheduler.get(), task.loss);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto history = trainer.fit(train, &test, to);
+  const auto history = trainer.fit(*train, test.get(), to);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const nn::EvalStats final_eval = history.empty() ? trainer.evaluate(test) : history.back().test;
-  double sps = 0;
-  for (const auto& h : history) sps += h.samples_per_second / static_cast<double>(history.size());
-  if (rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
-  if (!a.export_onnx.empty()) {
-#ifdef TESSERA_HAS_ONNX
-    onnx::export_model(*model, zeros({1, 1, 28, 28}, DType::f32, device), a.export_onnx);
-    // The file is checked by re-importing it and predicting the test set with both.
-    const onnx::Model reimported = onnx::Model::load(a.export_onnx);
-    NoGradGuard no_grad;
-    model->eval();
-    int64_t same = 0, total = 0;
-    test.start_epoch(0);
-    nn::Batch b;
-    while (test.next(b)) {
-      const Tensor ours = argmax(model->forward(b.x), 1).to(kCPU), theirs = argmax(reimported.run({b.x}, device)[0], 1).to(kCPU);
-      same += sum(eq(ours, theirs)).item<int64_t>();
-      total += b.x.size(0);
-    }
-    std::printf("exported %s to %s (ONNX opset 17); re-imported, %lld of %lld test predictions identical\n", a.model.c_str(),
-                a.export_onnx.c_str(), static_cast<long long>(same), static_cast<long long>(total));
-    TESSERA_CHECK(same == total, "train", "--export: the re-imported model disagrees on ", total - same, " test images");
-#endif
-  }
-  std::printf("result: %s on %s%s, test accuracy %.2f%%, test loss %.4f, %.1f s\n", a.model.c_str(), device.str().c_str(),
-              world > 1 ? (" x " + std::to_string(world) + " ranks").c_str() : "", 100.0 * final_eval.accuracy, final_eval.loss, seconds);
+  const nn::EvalStats final_eval = history.empty() ? trainer.evaluate(*test) : history.back().test;
+  double throughput = 0;
+  for (const auto& h : history) throughput += h.samples_per_second / static_cast<double>(history.size());
+  if (run.rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
+  if (group) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", run.world);
+  if (!a.export_onnx.empty()) task.export_check(*model, *test, a);
+  task.print_result(final_eval, seconds, throughput, a, run.world);
   if (!a.json.empty()) {
-    nlohmann::json j = {{"backend", device.str()}, {"model", a.model}, {"precision", a.precision},          {"epochs", a.epochs},
-                        {"test_accuracy", final_eval.accuracy}, {"test_loss", final_eval.loss},
-                        {"samples_per_second", sps}, {"seconds", seconds}, {"config", config},
+    nlohmann::json j = {{"backend", device.str()},   {"model", a.model}, {"precision", a.precision},
+                        {"seconds", seconds},        {"config", config}, {"parameters", model->num_parameters()},
                         {"step_losses", step_losses}};
+    task.report(j, final_eval, throughput, a);
     if (scaler.enabled()) j["loss_scaling"] = {{"final_scale", scaler.get_scale()}, {"skipped_steps", scaler.skipped_steps()}};
     for (const auto& h : history) {
-      j["history"].push_back({{"epoch", h.epoch}, {"train_loss", h.train_loss}, {"test_loss", h.test.loss},
-                              {"test_accuracy", h.test.accuracy}, {"samples_per_second", h.samples_per_second},
-                              {"step_ms", h.step_ms}, {"seconds", h.seconds}, {"graph_replays", h.graph_replays},
-                              {"skipped_steps", h.skipped_steps}});
+      nlohmann::json e = {{"epoch", h.epoch},
+                          {"step", h.step},
+                          {"train_loss", h.train_loss},
+                          {"test_loss", h.test.loss},
+                          {"test_accuracy", h.test.accuracy},
+                          {"samples_per_second", h.samples_per_second},
+                          {"step_ms", h.step_ms},
+                          {"seconds", h.seconds},
+                          {"graph_replays", h.graph_replays},
+                          {"skipped_steps", h.skipped_steps},
+                          {"lr", h.lr}};
+      if (lm) e["val_loss"] = h.test.loss, e["tokens_per_second"] = h.samples_per_second;
+      j["history"].push_back(e);
     }
     if (!resume_report.empty()) j["resume_overrides"] = resume_report;
     if (!batch_report.is_null()) j["batch_search"] = batch_report;

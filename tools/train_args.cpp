@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "tessera/error.h"
 #include "tessera/nn/file_io.h"
+#include "tessera/nn/text_data.h"
 
 namespace tessera::tools {
 
@@ -86,7 +87,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--test-limit", a.test_limit, "Evaluate on only the first N test images")->check(CLI::Range(int64_t{1}, kMaxCount));
   cmd.add_flag("--graph", a.graph, "Capture forward+backward once and replay it each step (emulated, CUDA, HIP)");
   cmd.add_flag("--distributed", a.distributed,
-               "Data parallel (mlp/cnn) under mpirun: each rank trains on its shard, --batch is the global batch, gradients are "
+               "Data parallel under mpirun: each rank trains on its shard, --batch is the global batch, gradients are "
                "all-reduced (DistributedDataParallel); rank 0 logs and writes checkpoints");
   cmd.add_option("--local-rank", a.local_rank, "Device index of this rank with --distributed (default: its MPI local rank)")
       ->check(CLI::Range(0, 1024));
@@ -115,10 +116,16 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--dim", a.dim, "gpt/lstm: model width")->check(CLI::Range(int64_t{1}, int64_t{65536}))->capture_default_str();
   cmd.add_option("--context", a.context, "gpt/lstm: tokens per training window")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   cmd.add_option("--steps", a.steps, "gpt/lstm: optimizer steps")->check(CLI::Range(int64_t{1}, kMaxCount))->capture_default_str();
-  cmd.add_option("--grad-accum", a.grad_accumulation, "gpt/lstm: batches per optimizer step")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
-  cmd.add_option("--warmup", a.warmup, "gpt/lstm: linear warm-up steps before the cosine decay")->check(CLI::Range(int64_t{0}, kMaxCount))->capture_default_str();
+  cmd.add_option("--grad-accum", a.grad_accumulation, "Batches per optimizer step (gradient accumulation)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  cmd.add_option("--warmup", a.warmup, "Linear warm-up steps before the cosine decay (default 100 for gpt/lstm, 0 for mlp/cnn)")
+      ->check(CLI::Range(int64_t{0}, kMaxCount))
+      ->capture_default_str();
   cmd.add_option("--eval-every", a.eval_every, "gpt/lstm: validation (and checkpoint) every N steps")->check(CLI::Range(int64_t{1}, kMaxCount))->capture_default_str();
-  cmd.add_option("--clip", a.clip_norm, "gpt/lstm: global gradient-norm clip (0 = off)")->check(finite_at_least(0, true))->capture_default_str();
+  cmd.add_option("--clip", a.clip_norm, "Global gradient-norm clip, 0 = off (default 1 for gpt/lstm, 0 for mlp/cnn)")
+      ->check(finite_at_least(0, true))
+      ->capture_default_str();
   cmd.add_option("--dropout", a.dropout, "gpt: dropout in [0, 1)")->check(CLI::Range(0.0, 0.99))->capture_default_str();
   cmd.add_flag("--quiet", a.quiet, "Only print the result line");
 }
@@ -136,37 +143,37 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
         {"--epochs", false, "language models train for --steps"},
         {"--limit", false, "language models sample windows of the whole text"},
         {"--test-limit", false, "language models validate on the text's last 10% (--eval-every)"},
-        {"--graph", false, "graph capture covers the image trainer's step"},
         {"--augment", false, "augmentation is for images"},
         {"--preprocess", false, "preprocessing is for images"},
-        {"--detect-anomaly", false, "anomaly mode is wired into the image trainer"},
-        {"--optimizer", false, "language models train with AdamW (--lr, --weight-decay)"},
-        {"--schedule", false, "language models use linear warm-up then cosine (--warmup)"},
         {"--workers", false, "language-model batches are sampled on the training thread"},
-        {"--resume", false, "language-model checkpoints hold the weights for generate"},
-        {"--reset-optimizer", false, "it belongs to --resume"},
         {"--layers", true, "the mlp and cnn have fixed layers"},
         {"--heads", true, "only the gpt has attention heads"},
         {"--dim", true, "the mlp and cnn have fixed widths"},
         {"--context", true, "the mlp and cnn take images"},
         {"--steps", true, "mlp and cnn train for --epochs"},
-        {"--grad-accum", true, "the mlp and cnn take one batch per step"},
-        {"--warmup", true, "mlp and cnn use --schedule"},
         {"--eval-every", true, "mlp and cnn evaluate after each epoch"},
-        {"--clip", true, "mlp and cnn do not clip gradients"},
         {"--dropout", true, "only the gpt has dropout"},
     };
     for (const Only& o : only) {
       TESSERA_CHECK(!explicit_flag(o.flag) || o.for_lm == lm, "train", o.flag, " does not apply to --model ", a.model, ": ", o.instead);
     }
-    TESSERA_CHECK(!lm || a.on_nonfinite == "stop", "train", "--on-nonfinite skip does not apply to --model ", a.model,
-                  ": a language-model run stops at a non-finite loss or weights");
+    TESSERA_CHECK(!explicit_flag("--local-rank") || a.distributed, "train", "--local-rank needs --distributed (it picks a rank's device)");
     for (const char* flag : {"--heads", "--dropout"}) {
       TESSERA_CHECK(a.model != "lstm" || !explicit_flag(flag), "train", flag, " does not apply to --model lstm: only the gpt has it");
     }
   }
+  // --graph captures one forward and backward and replays it: what cannot be replayed is refused here.
+  if (a.graph) {
+    TESSERA_CHECK(a.dropout == 0, "train", "--graph with --dropout ", a.dropout,
+                  ": random ops cannot be captured (every replay would "
+                  "draw the same mask); drop one of the two");
+    TESSERA_CHECK(a.grad_accumulation == 1, "train", "--graph with --grad-accum ", a.grad_accumulation, ": a captured step is one batch");
+    TESSERA_CHECK(a.precision != "f16", "train",
+                  "--graph with --precision f16: loss scaling changes the captured step from step to step; "
+                  "use bf16 (no scaling) or no --graph");
+    TESSERA_CHECK(!a.distributed, "train", "--graph with --distributed: the gradient all-reduce is not captured; drop one of the two");
+  }
   if (is_language_model(a.model)) {
-    TESSERA_CHECK(!a.resume, "train", "--resume is not supported for --model ", a.model, " (its checkpoints hold the weights for generate)");
     TESSERA_CHECK(a.model != "gpt" || a.dim % a.heads == 0, "train", "--dim ", a.dim, " must be divisible by --heads ", a.heads);
     TESSERA_CHECK(a.export_onnx.empty() || a.model == "gpt", "train", "--export: --model lstm has no ONNX export (mlp, cnn and gpt do)");
   }
@@ -208,12 +215,43 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
   }
 }
 
+void apply_model_defaults(TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag) {
+  if (is_language_model(a.model)) {
+    if (!explicit_flag("--data")) a.data = nn::kFortunesDir;
+    if (!explicit_flag("--batch-size")) a.batch_size = 32;
+    if (!explicit_flag("--weight-decay")) a.weight_decay = 0.1;
+    if (!explicit_flag("--lr")) a.lr = 2e-3;  // a 0.8M-parameter model takes a higher rate than the MLP/CNN default
+    if (!explicit_flag("--optimizer")) a.optimizer = "adamw";
+    if (!explicit_flag("--dim") && a.model == "lstm") a.dim = 256;
+    if (!explicit_flag("--layers") && a.model == "lstm") a.layers = 2;
+  } else {
+    if (!explicit_flag("--clip")) a.clip_norm = 0;  // the image models train unclipped
+    if (!explicit_flag("--warmup")) a.warmup = 0;
+  }
+}
+
 std::string train_config_json(const TrainArgs& a) {
-  const json config = {{"model", a.model},           {"optimizer", a.optimizer},   {"lr", a.lr},
-                       {"weight_decay", a.weight_decay}, {"epochs", a.epochs},      {"batch_size", a.batch_size},
-                       {"seed", a.seed},             {"limit", a.limit},           {"test_limit", a.test_limit},
-                       {"schedule", a.schedule},     {"precision", a.precision},   {"param_dtype", a.param_dtype},
-                       {"graph", a.graph},           {"augment", a.augment}};
+  json config = {{"model", a.model},
+                 {"optimizer", a.optimizer},
+                 {"lr", a.lr},
+                 {"weight_decay", a.weight_decay},
+                 {"epochs", a.epochs},
+                 {"batch_size", a.batch_size},
+                 {"seed", a.seed},
+                 {"limit", a.limit},
+                 {"test_limit", a.test_limit},
+                 {"schedule", a.schedule},
+                 {"precision", a.precision},
+                 {"param_dtype", a.param_dtype},
+                 {"graph", a.graph},
+                 {"augment", a.augment},
+                 {"grad_accumulation", a.grad_accumulation},
+                 {"warmup", a.warmup},
+                 {"clip", a.clip_norm}};
+  if (is_language_model(a.model)) {
+    config["layers"] = a.layers, config["heads"] = a.heads, config["dim"] = a.dim, config["context"] = a.context;
+    config["steps"] = a.steps, config["eval_every"] = a.eval_every, config["dropout"] = a.dropout;
+  }
   return config.dump();
 }
 
@@ -274,6 +312,16 @@ std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& confi
   reconcile("param_dtype", "--param-dtype", a.param_dtype);
   reconcile("graph", "--graph", a.graph);
   reconcile("augment", "--augment", a.augment);
+  reconcile("grad_accumulation", "--grad-accum", a.grad_accumulation);
+  reconcile("warmup", "--warmup", a.warmup);
+  reconcile("clip", "--clip", a.clip_norm);
+  reconcile("layers", "--layers", a.layers);
+  reconcile("heads", "--heads", a.heads);
+  reconcile("dim", "--dim", a.dim);
+  reconcile("context", "--context", a.context);
+  reconcile("steps", "--steps", a.steps);
+  reconcile("eval_every", "--eval-every", a.eval_every);
+  reconcile("dropout", "--dropout", a.dropout);
   // Values taken from the file get the same checks as the command line's.
   auto member = [](const std::string& v, std::initializer_list<const char*> options) {
     for (const char* o : options) {
@@ -286,8 +334,12 @@ std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& confi
                     member(a.param_dtype, {"f32", "bf16", "f16"}),
                 "train", "the checkpoint's run settings name an unknown model, optimizer, schedule or precision");
   TESSERA_CHECK(std::isfinite(a.lr) && a.lr > 0 && std::isfinite(a.weight_decay) && a.weight_decay >= 0 && a.epochs >= 1 &&
-                    a.epochs <= 1'000'000 && (a.batch_size >= 1 || a.batch_size == kAutoBatch) && a.batch_size <= (1 << 20) && a.seed >= 0 &&
-                    (a.limit == -1 || a.limit >= 1) && (a.test_limit == -1 || a.test_limit >= 1),
+                    a.epochs <= 1'000'000 && (a.batch_size >= 1 || a.batch_size == kAutoBatch) && a.batch_size <= (1 << 20) &&
+                    a.seed >= 0 && (a.limit == -1 || a.limit >= 1) && (a.test_limit == -1 || a.test_limit >= 1) &&
+                    a.grad_accumulation >= 1 && a.grad_accumulation <= 4096 && a.warmup >= 0 && std::isfinite(a.clip_norm) &&
+                    a.clip_norm >= 0 && a.layers >= 1 && a.layers <= 256 && a.heads >= 1 && a.heads <= 256 && a.dim >= 1 &&
+                    a.dim <= 65536 && a.context >= 1 && a.context <= (int64_t{1} << 20) && a.steps >= 1 && a.eval_every >= 1 &&
+                    a.dropout >= 0 && a.dropout < 1,
                 "train", "the checkpoint's run settings hold out-of-range values");
   return report;
 }

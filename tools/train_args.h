@@ -31,12 +31,15 @@ struct TrainArgs {
   std::string check_against;   ///< "cpu": the CPU cross-check (set_check_against_cpu)
   bool distributed = false;  ///< data parallel over the MPI process group (run under mpirun)
   int local_rank = -1;       ///< device index per rank (default: the MPI local rank)
+  int64_t grad_accumulation = 1;  ///< batches per optimizer step
+  int64_t warmup = 100;           ///< linear warm-up steps before the cosine decay (image models: 0 unless given)
+  double clip_norm = 1.0;         ///< global gradient-norm clip (image models: 0 = off unless given)
   // Language models (--model gpt|lstm): sizes and the step-based schedule.
-  int64_t layers = 4, heads = 4, dim = 128, context = 128, steps = 2000, grad_accumulation = 1, warmup = 100, eval_every = 250;
-  double clip_norm = 1.0, dropout = 0.0;
+  int64_t layers = 4, heads = 4, dim = 128, context = 128, steps = 2000, eval_every = 250;
+  double dropout = 0.0;
 };
 
-/** True for the character language models (trained by run_train_lm). */
+/** True for the character language models (--steps, --context; text data). */
 inline bool is_language_model(const std::string& model) { return model == "gpt" || model == "lstm"; }
 
 /** Registers every option of `train` on `cmd`, bound to `a`. */
@@ -48,6 +51,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a);
  * the reason instead of being ignored.
  */
 void validate_train_args(const TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag = {});
+/** The model family's defaults for the flags not given (the language models' data, batch, lr,
+ *  optimizer and sizes; no clipping or warm-up for the image models). Before --resume's reconciliation. */
+void apply_model_defaults(TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag);
 /** The settings stored in a checkpoint's "config" (and compared on --resume). */
 std::string train_config_json(const TrainArgs& a);
 /**
@@ -62,7 +68,5 @@ std::vector<std::string> reconcile_resume(TrainArgs& a, const std::string& confi
 
 /** The --backend choice ("auto": the best GPU, else the CPU). */
 Device pick_device(const std::string& backend);
-/** Trains --model gpt|lstm (train_lm.cpp); `explicit_flag(name)` says whether "--name" was given. */
-void run_train_lm(TrainArgs& a, const std::function<bool(const std::string&)>& explicit_flag, Device device);
 
 }  // namespace tessera::tools

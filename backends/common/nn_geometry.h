@@ -75,8 +75,8 @@ struct PoolDims {
   bool count_include_pad;
 };
 inline PoolDims pool_dims(const Shape& in, const Shape& out, const OpAttrs& a) {
-  return {in[0] * in[1], in[2], in[3], out[2], out[3], a.kernel[0], a.kernel[1], a.stride[0], a.stride[1],
-          a.padding[0], a.padding[1], a.dilation[0], a.dilation[1], a.flag};
+  return {in[0] * in[1], in[2],       in[3],        out[2],       out[3],        a.kernel[0],   a.kernel[1],
+          a.stride[0],   a.stride[1], a.padding[0], a.padding[1], a.dilation[0], a.dilation[1], a.count_include_pad};
 }
 
 TESSERA_HD_INLINE int64_t avg_count(const PoolDims& d, int64_t oh, int64_t ow, int64_t& h0, int64_t& h1, int64_t& w0, int64_t& w1) {

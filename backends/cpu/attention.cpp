@@ -38,8 +38,9 @@ struct AttnGeom {
 
 AttnGeom geometry(const KernelCall& c) {
   const Tensor &q = c.inputs[0], &v = c.inputs[2];
-  return {q.size(0), q.size(1), c.inputs[1].size(1), q.size(2), v.size(2), c.attrs.scalar, c.attrs.flag,
-          static_cast<float>(1.0 - c.attrs.scalar2), c.attrs.seed, c.attrs.offset};
+  return {q.size(0),    q.size(1),     c.inputs[1].size(1), q.size(2),
+          v.size(2),    c.attrs.scale, c.attrs.causal,      static_cast<float>(1.0 - c.attrs.dropout_p),
+          c.attrs.seed, c.attrs.offset};
 }
 
 // Key block [j0, j0 + jn) of head bh as kt[x * kBk + jj] = src[j0 + jj][x] (zero past jn).

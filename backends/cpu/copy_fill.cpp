@@ -46,7 +46,7 @@ void copy_kernel(const KernelCall& c) {
 void fill_kernel(const KernelCall& c) {
   Tensor& dst = c.outputs[0];
   backend_common::dispatch_all(dst.dtype(), "fill", [&]<class T>() {
-    const T value = kernels::from_double<T>(c.attrs.scalar);
+    const T value = kernels::from_double<T>(c.attrs.value);
     const auto plan = make_plan<1>(dst.shape(), {&dst});
     parallel_for(plan.numel, kParallelGrain, [&](int64_t b, int64_t e) {
       for_range(plan, b, e, [value](char* const* p, const int64_t* s, int64_t n) {

@@ -20,8 +20,8 @@ template <class T, class I> void cross_entropy(const KernelCall& c) {
   const I* target = static_cast<const I*>(c.inputs[1].data_ptr());
   T* loss = static_cast<T*>(c.outputs[0].data_ptr());
   T* logp = static_cast<T*>(c.outputs[1].data_ptr());
-  const double eps = c.attrs.scalar;
-  const int64_t ignore = c.attrs.axis;
+  const double eps = c.attrs.label_smoothing;
+  const int64_t ignore = c.attrs.ignore_index;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = static_cast<int64_t>(target[i]);
     if (t != ignore && (t < 0 || t >= classes)) {
@@ -79,7 +79,7 @@ template <class T, class I> void cross_entropy(const KernelCall& c) {
 }
 
 template <class T, class I> void cross_entropy_backward(const KernelCall& c) {
-  const int64_t n = c.inputs[1].shape()[0], classes = c.inputs[1].shape()[1], ignore = c.attrs.axis;
+  const int64_t n = c.inputs[1].shape()[0], classes = c.inputs[1].shape()[1], ignore = c.attrs.ignore_index;
   const T* g = static_cast<const T*>(c.inputs[0].data_ptr());
   const T* logp = static_cast<const T*>(c.inputs[1].data_ptr());
   const I* target = static_cast<const I*>(c.inputs[2].data_ptr());
@@ -90,16 +90,17 @@ template <class T, class I> void cross_entropy_backward(const KernelCall& c) {
       if constexpr (std::is_same_v<T, float>) {
         // g (softmax - uniform) as one vectorised pass, then the target's element once more.
         if (t != ignore) {
-          const float gr = g[r], uniform = static_cast<float>(c.attrs.scalar / static_cast<double>(classes));
+          const float gr = g[r], uniform = static_cast<float>(c.attrs.label_smoothing / static_cast<double>(classes));
           const float* lp = logp + r * classes;
           float* o = out + r * classes;
           for (int64_t j = 0; j < classes; ++j) o[j] = gr * (vmath::exp(lp[j]) - uniform);
-          o[t] = backend_common::cross_entropy_grad_at(lp[t], g[r], t, t, ignore, c.attrs.scalar, classes);
+          o[t] = backend_common::cross_entropy_grad_at(lp[t], g[r], t, t, ignore, c.attrs.label_smoothing, classes);
           continue;
         }
       }
       for (int64_t j = 0; j < classes; ++j) {
-        out[r * classes + j] = backend_common::cross_entropy_grad_at(logp[r * classes + j], g[r], t, j, ignore, c.attrs.scalar, classes);
+        out[r * classes + j] =
+            backend_common::cross_entropy_grad_at(logp[r * classes + j], g[r], t, j, ignore, c.attrs.label_smoothing, classes);
       }
     }
   });

@@ -342,33 +342,6 @@ void dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_
   });
 }
 
-// Defined here, in a kernel translation unit, so it reports the flags the kernels got.
-const char* simd_path() {
-#if defined(TESSERA_CPU_AVX512)
-  return "avx512";
-#elif defined(__AVX2__) && defined(__FMA__)
-  return "avx2+fma";
-#else
-  return "generic";
-#endif
-}
-
-void register_kernels(KernelTable& table) {
-  register_elementwise(table);
-  register_copy_fill(table);
-  register_reductions(table);
-  register_softmax(table);
-  register_linalg(table);
-  register_indexing(table);
-  register_random(table);
-  register_conv(table);
-  register_pool(table);
-  register_norm(table);
-  register_cross_entropy(table);
-  register_optim(table);
-  register_attention(table);
-}
-
 namespace {
 size_t dtype_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
 

@@ -24,7 +24,7 @@ template <class T> void bn_forward(const KernelCall& c) {
   T* y = static_cast<T*>(c.outputs[0].data_ptr());
   S* mean_out = static_cast<S*>(c.outputs[1].data_ptr());
   S* invstd_out = static_cast<S*>(c.outputs[2].data_ptr());
-  const double m = static_cast<double>(n * sp), eps = c.attrs.scalar;
+  const double m = static_cast<double>(n * sp), eps = c.attrs.eps;
   parallel_for(ch, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t k = c0; k < c1; ++k) {
       double s = 0;
@@ -124,7 +124,7 @@ template <class T> void ln_forward(const KernelCall& c) {
         const double t = static_cast<double>(static_cast<C>(row[j])) - mu;
         return t * t;
       });
-      const double rs = 1.0 / std::sqrt(v / static_cast<double>(d) + c.attrs.scalar);
+      const double rs = 1.0 / std::sqrt(v / static_cast<double>(d) + c.attrs.eps);
       mean_out[r] = static_cast<S>(mu);
       rstd_out[r] = static_cast<S>(rs);
       T* out = y + r * d;

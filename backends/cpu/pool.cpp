@@ -258,7 +258,7 @@ Window window(const OpAttrs& a, int64_t oh, int64_t ow, int64_t h, int64_t w) {
   const int64_t padded = (h1 - h0) * (w1 - w0);
   h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
   h1 = std::min(h1, h), w1 = std::min(w1, w);
-  return {h0, h1, w0, w1, a.flag ? padded : (h1 - h0) * (w1 - w0)};
+  return {h0, h1, w0, w1, a.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
 }
 
 template <class T> void avg_pool(const KernelCall& c) {

@@ -39,7 +39,7 @@ template <class F> void for_words(const Tensor& out, const OpAttrs& a, F&& f) {
 
 void uniform_kernel(const KernelCall& c) {
   Tensor& out = c.outputs[0];
-  const double lo = c.attrs.scalar, span = c.attrs.scalar2 - c.attrs.scalar;
+  const double lo = c.attrs.random.low, hi = c.attrs.random.high, span = hi - lo;
   backend_common::dispatch_float(out.dtype(), "rand", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
     for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {
@@ -47,7 +47,7 @@ void uniform_kernel(const KernelCall& c) {
         using C = compute_t<T>;
         const C u = static_cast<C>(kernels::uniform_from_bits(w[j]));
         C v = static_cast<C>(lo) + static_cast<C>(span) * u;
-        if (v >= static_cast<C>(c.attrs.scalar2) && span > 0) v = static_cast<C>(lo);  // rounding could reach high
+        if (v >= static_cast<C>(hi) && span > 0) v = static_cast<C>(lo);  // rounding could reach high
         o[first + j] = static_cast<T>(v);
       }
     });
@@ -56,7 +56,7 @@ void uniform_kernel(const KernelCall& c) {
 
 void normal_kernel(const KernelCall& c) {
   Tensor& out = c.outputs[0];
-  const float mean = static_cast<float>(c.attrs.scalar), stddev = static_cast<float>(c.attrs.scalar2);
+  const float mean = static_cast<float>(c.attrs.random.mean), stddev = static_cast<float>(c.attrs.random.stddev);
   backend_common::dispatch_float(out.dtype(), "randn", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
     for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {
@@ -76,8 +76,8 @@ void normal_kernel(const KernelCall& c) {
 
 void randint_kernel(const KernelCall& c) {
   Tensor& out = c.outputs[0];
-  const auto lo = static_cast<int64_t>(c.attrs.scalar);
-  const auto range = static_cast<uint64_t>(static_cast<int64_t>(c.attrs.scalar2) - lo);
+  const auto lo = static_cast<int64_t>(c.attrs.random.low);
+  const auto range = static_cast<uint64_t>(static_cast<int64_t>(c.attrs.random.high) - lo);
   backend_common::dispatch_numeric(out.dtype(), "randint", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
     for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {
@@ -96,8 +96,8 @@ void dropout_add_kernel(const KernelCall& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& residual = c.inputs[1];
   Tensor& out = c.outputs[0];
-  const float keep = static_cast<float>(1.0 - c.attrs.scalar);
-  const double scale = 1.0 / (1.0 - c.attrs.scalar);
+  const float keep = static_cast<float>(1.0 - c.attrs.dropout_p);
+  const double scale = 1.0 / (1.0 - c.attrs.dropout_p);
   backend_common::dispatch_float(out.dtype(), "dropout_add", [&]<class T>() {
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* rp = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
@@ -125,7 +125,7 @@ void dropout_add_kernel(const KernelCall& c) {
 
 void bernoulli_kernel(const KernelCall& c) {
   Tensor& out = c.outputs[0];
-  const float p = static_cast<float>(c.attrs.scalar);
+  const float p = static_cast<float>(c.attrs.random.p);
   backend_common::dispatch_all(out.dtype(), "bernoulli", [&]<class T>() {
     T* o = static_cast<T*>(out.data_ptr());
     for_words(out, c.attrs, [&](const uint32_t* w, int64_t first, int64_t count) {

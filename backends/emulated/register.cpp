@@ -191,6 +191,7 @@ class EmulatedBackend final : public Backend {
   }
   CachingAllocator& allocator(int d) override { return *allocators_.at(static_cast<size_t>(d)); }
   bool host_accessible() const override { return false; }
+  bool allocations_fail_when_full() const override { return false; }  // host memory behind the strict façade
   int set_current_device(int d) override {
     const int previous = emu::current_device();
     emu::current_device() = d;

@@ -619,7 +619,8 @@ TESSERA_GLOBAL void attn_dq_kernel(AttnArgs a, const T* go, const T* q, const T*
 }
 
 AttnArgs attn_args(const KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v) {
-  return {q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), c.attrs.scalar, c.attrs.flag, static_cast<float>(1.0 - c.attrs.scalar2),
+  return {q.size(0),    q.size(1),     k.size(1),      q.size(2),
+          v.size(2),    c.attrs.scale, c.attrs.causal, static_cast<float>(1.0 - c.attrs.dropout_p),
           c.attrs.seed, c.attrs.offset};
 }
 

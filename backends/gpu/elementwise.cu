@@ -5,6 +5,7 @@
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/random_draw.h"
+#include "../common/random_params.h"
 #include "tessera/kernels/unary.h"
 
 namespace tessera::gpu {
@@ -179,7 +180,7 @@ void fill_op(const KernelCall& c) {
   Tensor& dst = c.outputs[0];
   backend_common::dispatch_all(dst.dtype(), "fill", [&]<class T>() {
     launch(fill_kernel<T>, blocks_for(dst.numel()), Grid{kThreads}, 0, false, dst.numel(), ptr<T>(dst),
-           kernels::from_double<T>(c.attrs.scalar), make_indexer<1>(dst.shape(), {&dst}));
+           kernels::from_double<T>(c.attrs.value), make_indexer<1>(dst.shape(), {&dst}));
   });
 }
 
@@ -227,8 +228,8 @@ TESSERA_GLOBAL void dropout_add_kernel(int64_t n, const T* x, const T* residual,
 
 void dropout_add_op(const KernelCall& c) {
   Tensor& out = c.outputs[0];
-  const float keep = static_cast<float>(1.0 - c.attrs.scalar);
-  const double scale = 1.0 / (1.0 - c.attrs.scalar);
+  const float keep = static_cast<float>(1.0 - c.attrs.dropout_p);
+  const double scale = 1.0 / (1.0 - c.attrs.dropout_p);
   backend_common::dispatch_float(out.dtype(), "dropout_add", [&]<class T>() {
     launch(dropout_add_kernel<T>, blocks_for((out.numel() + 3) / 4), Grid{kThreads}, 0, false, out.numel(), ptr<const T>(c.inputs[0]),
            c.inputs[1].defined() ? ptr<const T>(c.inputs[1]) : nullptr, ptr<T>(out), c.attrs.seed, c.attrs.offset, keep, scale);
@@ -237,9 +238,12 @@ void dropout_add_op(const KernelCall& c) {
 
 template <RandomKind K> void random_op(const KernelCall& c) {
   Tensor& out = c.outputs[0];
+  // Plain doubles, not structured bindings: older clang (hipcc) and nvcc cannot capture those.
+  const std::array<double, 2> params = backend_common::random_draw_params<K>(c.attrs.random);
+  const double a = params[0], b = params[1];
   auto run = [&]<class T>() {
-    launch(random_kernel<T, K>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), c.attrs.seed,
-           c.attrs.offset, c.attrs.scalar, c.attrs.scalar2);
+    launch(random_kernel<T, K>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<T>(out), c.attrs.seed, c.attrs.offset,
+           a, b);
   };
   if constexpr (K == RandomKind::uniform || K == RandomKind::normal) backend_common::dispatch_float(out.dtype(), op_name(c.op).data(), run);
   else if constexpr (K == RandomKind::integer) backend_common::dispatch_numeric(out.dtype(), "randint", run);

@@ -214,7 +214,7 @@ void bn_fwd(const KernelCall& c) {
   backend_common::dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
     launch(bn_fwd_kernel<T, stat_t<T>>, row_grid(x.size(1)), Grid{kThreads}, 0, true, x.size(0), x.size(1), x.size(2), ptr<const T>(x),
            opt<T>(c.inputs[1]), opt<T>(c.inputs[2]), ptr<T>(c.outputs[0]), ptr<stat_t<T>>(c.outputs[1]), ptr<stat_t<T>>(c.outputs[2]),
-           c.attrs.scalar);
+           c.attrs.eps);
   });
 }
 void bn_bwd(const KernelCall& c) {
@@ -230,7 +230,7 @@ void ln_fwd(const KernelCall& c) {
   backend_common::dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
     launch(ln_fwd_kernel<T, stat_t<T>>, row_grid(x.size(0)), Grid{kThreads}, 0, true, x.size(0), x.size(1), ptr<const T>(x),
            opt<T>(c.inputs[1]), opt<T>(c.inputs[2]), ptr<T>(c.outputs[0]), ptr<stat_t<T>>(c.outputs[1]), ptr<stat_t<T>>(c.outputs[2]),
-           c.attrs.scalar);
+           c.attrs.eps);
   });
 }
 void ln_bwd(const KernelCall& c) {
@@ -269,7 +269,7 @@ void cross_entropy_backward_op(const KernelCall& c) {
   backend_common::dispatch_float(logp.dtype(), "cross_entropy_backward", [&]<class T>() {
     auto run = [&]<class I>() {
       launch(cross_entropy_backward_kernel<T, I>, blocks_for(n * classes), Grid{kThreads}, 0, false, n, classes, ptr<const T>(c.inputs[0]),
-             ptr<const T>(logp), ptr<const I>(c.inputs[2]), ptr<T>(c.outputs[0]), c.attrs.scalar, c.attrs.axis);
+             ptr<const T>(logp), ptr<const I>(c.inputs[2]), ptr<T>(c.outputs[0]), c.attrs.label_smoothing, c.attrs.ignore_index);
     };
     if (c.inputs[2].dtype() == DType::i32) run.template operator()<int32_t>();
     else run.template operator()<int64_t>();
@@ -279,12 +279,13 @@ void cross_entropy_backward_op(const KernelCall& c) {
 void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
-  const int64_t n = logits.size(0), classes = logits.size(1), ignore = c.attrs.axis;
+  const int64_t n = logits.size(0), classes = logits.size(1), ignore = c.attrs.ignore_index;
   DeviceErrorSlot* errors = device_error_slot(logits.device().index);
   backend_common::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
     auto run = [&]<class I>() {
-      launch(cross_entropy_kernel<T, I>, warp_row_blocks(n), Grid{kThreads}, 0, true, n, classes, ptr<const T>(logits), ptr<const I>(target),
-             ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), c.attrs.scalar, ignore, errors, device_error_code(OpId::CrossEntropy));
+      launch(cross_entropy_kernel<T, I>, warp_row_blocks(n), Grid{kThreads}, 0, true, n, classes, ptr<const T>(logits),
+             ptr<const I>(target), ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), c.attrs.label_smoothing, ignore, errors,
+             device_error_code(OpId::CrossEntropy));
     };
     if (target.dtype() == DType::i32) run.template operator()<int32_t>();
     else run.template operator()<int64_t>();

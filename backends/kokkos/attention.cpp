@@ -23,7 +23,8 @@ struct Geom {
 };
 
 Geom geom(const KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v) {
-  return {q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), c.attrs.scalar, c.attrs.flag, static_cast<float>(1.0 - c.attrs.scalar2),
+  return {q.size(0),    q.size(1),     k.size(1),      q.size(2),
+          v.size(2),    c.attrs.scale, c.attrs.causal, static_cast<float>(1.0 - c.attrs.dropout_p),
           c.attrs.seed, c.attrs.offset};
 }
 
@@ -113,6 +114,28 @@ template <class T> void forward(const KernelCall& c) {
   });
 }
 
+// ds for (row i, key j) from a query row (scaled q, dO) and a key row (k, v). A functor at
+// namespace scope, not a local lambda: a device lambda (KOKKOS_LAMBDA under nvcc) cannot capture
+// a variable whose type is local to the enclosing function.
+template <class C>
+struct GradScore {
+  Geom g;
+  const C* lse;
+  const C* delta;
+  KOKKOS_INLINE_FUNCTION void operator()(const Team& team, const C* qr, const C* dor, const C* kr, const C* vr, int64_t row, int64_t j,
+                                         C& p, C& ds) const {
+    C s = 0, dp = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(team, g.d), [&](int64_t x, C& a) { a += qr[x] * kr[x]; }, s);
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(team, g.dv), [&](int64_t x, C& a) { a += dor[x] * vr[x]; }, dp);
+    const C z = factor<C>(g, row, j);
+    p = kmath::exp(s - lse[row]);
+    ds = p * (dp * z - delta[row]);
+    p *= z;
+  }
+};
+
 // dK and dV for a team's 16 keys, walking the query tiles; dQ for its 16 queries, walking the
 // key tiles. ds = p (z dp - delta) with z the dropout factor, p = exp(s - lse).
 template <class T> void backward(const KernelCall& c) {
@@ -131,17 +154,7 @@ template <class T> void backward(const KernelCall& c) {
     for (int64_t x = 0; x < dvn; ++x) s += static_cast<C>(go[row * dvn + x]) * static_cast<C>(o[row * dvn + x]);
     delta[row] = s;
   });
-  // ds for (row i, key j) from a query row (scaled q, dO) and a key row (k, v).
-  const auto grad_score = [g, lse, delta] KOKKOS_FUNCTION(const Team& team, const C* qr, const C* dor, const C* kr, const C* vr,
-                                                             int64_t row, int64_t j, C& p, C& ds) {
-    C s = 0, dp = 0;
-    Kokkos::parallel_reduce(Kokkos::ThreadVectorRange(team, g.d), [&](int64_t x, C& a) { a += qr[x] * kr[x]; }, s);
-    Kokkos::parallel_reduce(Kokkos::ThreadVectorRange(team, g.dv), [&](int64_t x, C& a) { a += dor[x] * vr[x]; }, dp);
-    const C z = factor<C>(g, row, j);
-    p = kmath::exp(s - lse[row]);
-    ds = p * (dp * z - delta[row]);
-    p *= z;
-  };
+  const GradScore<C> grad_score{g, lse, delta};
   {  // dK, dV
     const int64_t ktiles = (g.tk + kRows - 1) / kRows;
     const size_t bytes = sizeof(C) * (kTile * (g.d + g.dv) + kRows * (2 * g.d + 2 * g.dv));

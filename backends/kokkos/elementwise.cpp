@@ -9,6 +9,7 @@
 #include "tessera/kernels/optim.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/random_draw.h"
+#include "../common/random_params.h"
 #include "../common/tensor_list.h"
 #include "tessera/kernels/unary.h"
 
@@ -124,7 +125,7 @@ template <class T> void fill_impl(Tensor& dst, double scalar) {
   });
 }
 void fill_op(const KernelCall& c) {
-  backend_common::dispatch_all(c.outputs[0].dtype(), "fill", [&]<class T>() { fill_impl<T>(c.outputs[0], c.attrs.scalar); });
+  backend_common::dispatch_all(c.outputs[0].dtype(), "fill", [&]<class T>() { fill_impl<T>(c.outputs[0], c.attrs.value); });
 }
 
 using kernels::RandomKind;
@@ -132,7 +133,9 @@ using kernels::RandomKind;
 template <class T, RandomKind K> void random_impl(const KernelCall& c) {
   Tensor& out = c.outputs[0];
   const uint64_t seed = c.attrs.seed, offset = c.attrs.offset;
-  const double a = c.attrs.scalar, b = c.attrs.scalar2;
+  // Plain doubles, not structured bindings: older clang (hipcc) and nvcc cannot capture those.
+  const std::array<double, 2> params = backend_common::random_draw_params<K>(c.attrs.random);
+  const double a = params[0], b = params[1];
   T* o = ptr<T>(out);
   for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::random_draw<T, K>(seed, offset, i, a, b); });
 }
@@ -175,8 +178,8 @@ template <class T> void dropout_add_impl(const KernelCall& c) {
   const T* r = c.inputs[1].defined() ? ptr<const T>(c.inputs[1]) : nullptr;
   T* o = ptr<T>(c.outputs[0]);
   const uint64_t seed = c.attrs.seed, offset = c.attrs.offset;
-  const float keep = static_cast<float>(1.0 - c.attrs.scalar);
-  const double scale = 1.0 / (1.0 - c.attrs.scalar);
+  const float keep = static_cast<float>(1.0 - c.attrs.dropout_p);
+  const double scale = 1.0 / (1.0 - c.attrs.dropout_p);
   const int64_t n = c.outputs[0].numel();
   for_n("dropout_add", (n + 3) / 4, KOKKOS_LAMBDA(int64_t b) { kernels::dropout_add_block(seed, offset, b, n, keep, scale, x, r, o); });
 }

@@ -63,7 +63,7 @@ template <class T> void bn_fwd_impl(const KernelCall& c) {
   const T *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[1]), *beta = opt<T>(c.inputs[2]);
   T* y = ptr<T>(c.outputs[0]);
   S *mean = ptr<S>(c.outputs[1]), *invstd = ptr<S>(c.outputs[2]);
-  const double eps = c.attrs.scalar;
+  const double eps = c.attrs.eps;
   if (ch == 0) return;
   Kokkos::parallel_for("batch_norm", rows_policy(ch), KOKKOS_LAMBDA(const Team& team) {
     const int64_t k = team.league_rank();
@@ -119,7 +119,7 @@ template <class T> void ln_fwd_impl(const KernelCall& c) {
   const T *x = ptr<const T>(xt), *gamma = opt<T>(c.inputs[1]), *beta = opt<T>(c.inputs[2]);
   T* y = ptr<T>(c.outputs[0]);
   S *mean = ptr<S>(c.outputs[1]), *rstd = ptr<S>(c.outputs[2]);
-  const double eps = c.attrs.scalar;
+  const double eps = c.attrs.eps;
   if (rows == 0) return;
   Kokkos::parallel_for("layer_norm", rows_policy(rows), KOKKOS_LAMBDA(const Team& team) {
     const int64_t r = team.league_rank();
@@ -177,23 +177,23 @@ void ln_bwd(const KernelCall& c) {
 }
 
 template <class T, class I> void cross_entropy_impl(const KernelCall& c) {
-  const int64_t n = c.inputs[0].size(0), classes = c.inputs[0].size(1), ignore = c.attrs.axis;
+  const int64_t n = c.inputs[0].size(0), classes = c.inputs[0].size(1), ignore = c.attrs.ignore_index;
   const T* x = ptr<const T>(c.inputs[0]);
   const I* tgt = ptr<const I>(c.inputs[1]);
   T *loss = ptr<T>(c.outputs[0]), *logp = ptr<T>(c.outputs[1]);
-  const double eps = c.attrs.scalar;
+  const double eps = c.attrs.label_smoothing;
   for_n("cross_entropy", n, KOKKOS_LAMBDA(int64_t r) {
     backend_common::cross_entropy_row(x + r * classes, classes, static_cast<int64_t>(tgt[r]), ignore, eps, logp + r * classes, loss + r);
   });
 }
 
 template <class T, class I> void cross_entropy_backward_impl(const KernelCall& c) {
-  const int64_t classes = c.inputs[1].size(1), total = c.inputs[1].numel(), ignore = c.attrs.axis;
+  const int64_t classes = c.inputs[1].size(1), total = c.inputs[1].numel(), ignore = c.attrs.ignore_index;
   const T* g = ptr<const T>(c.inputs[0]);
   const T* logp = ptr<const T>(c.inputs[1]);
   const I* tgt = ptr<const I>(c.inputs[2]);
   T* out = ptr<T>(c.outputs[0]);
-  const double eps = c.attrs.scalar;
+  const double eps = c.attrs.label_smoothing;
   for_n("cross_entropy_backward", total, KOKKOS_LAMBDA(int64_t i) {
     const int64_t r = i / classes;
     out[i] = backend_common::cross_entropy_grad_at(logp[i], g[r], static_cast<int64_t>(tgt[r]), i - r * classes, ignore, eps, classes);
@@ -210,7 +210,7 @@ void cross_entropy_backward_op(const KernelCall& c) {
 void cross_entropy_op(const KernelCall& c) {
   const Tensor& logits = c.inputs[0];
   const Tensor& target = c.inputs[1];
-  const int64_t classes = logits.size(1), ignore = c.attrs.axis;
+  const int64_t classes = logits.size(1), ignore = c.attrs.ignore_index;
   backend_common::check_class_targets(target, classes, ignore);
   backend_common::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
     if (target.dtype() == DType::i32) cross_entropy_impl<T, int32_t>(c);

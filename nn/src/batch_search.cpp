@@ -82,7 +82,7 @@ BatchSearchResult find_max_batch(const std::function<void(int64_t)>& step, const
   // the search runs under a cap the OS can honour.
   const int64_t own_limit = memory_stats(o.device).limit_bytes;
   int64_t budget = own_limit > 0 ? own_limit : o.memory_budget;
-  const bool device_memory = o.device.type == DeviceType::cuda || o.device.type == DeviceType::hip;
+  const bool device_memory = backend_for_device(o.device, "find_max_batch").allocations_fail_when_full();
   if (budget == 0 && !device_memory) budget = host_memory_available() / 4 * 3;
   const bool temporary_cap = own_limit == 0 && budget > 0;
   if (temporary_cap) set_memory_limit(o.device, budget);

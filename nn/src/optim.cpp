@@ -180,6 +180,14 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<T
   throw Error("optimizer: unknown optimizer '" + name + "' (sgd, adam, adamw, rmsprop)");
 }
 
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamGroup> groups) {
+  if (name == "sgd") return std::make_unique<SGD>(std::move(groups));
+  if (name == "adam") return std::make_unique<Adam>(std::move(groups));
+  if (name == "adamw") return std::make_unique<AdamW>(std::move(groups));
+  if (name == "rmsprop") return std::make_unique<RMSprop>(std::move(groups));
+  throw Error("optimizer: unknown optimizer '" + name + "' (sgd, adam, adamw, rmsprop)");
+}
+
 double StepLR::factor(int64_t step) const { return std::pow(gamma_, static_cast<double>(step / std::max<int64_t>(step_size_, 1))); }
 
 double MultiStepLR::factor(int64_t step) const {

@@ -122,4 +122,36 @@ std::pair<Tensor, Tensor> sample_windows(const std::vector<int64_t>& data, int64
   return {from_vector(x, {batch, context}, device), from_vector(y, {batch, context}, device)};
 }
 
+WindowSource::WindowSource(std::vector<int64_t> tokens, WindowOptions options)
+    : tokens_(std::move(tokens)), options_(options), gen_(options.seed) {
+  TESSERA_CHECK(options_.batch > 0 && options_.context > 0 && options_.batches_per_epoch > 0, "WindowSource",
+                "batch, context and batches per epoch must be positive, got ", options_.batch, ", ", options_.context, ", ",
+                options_.batches_per_epoch);
+  TESSERA_CHECK(static_cast<int64_t>(tokens_.size()) > options_.context + 1, "WindowSource", "the text has ", tokens_.size(),
+                " tokens: windows of ", options_.context, " need more than ", options_.context + 1);
+  batches_ = options_.batches_per_epoch;
+}
+
+void WindowSource::start_epoch(int64_t epoch, int64_t skip) {
+  TESSERA_CHECK(epoch >= 0 && skip >= 0, "WindowSource", "epoch and skip must be >= 0");
+  // Epoch e's generator depends on (seed, e) only: a resumed run draws the same windows.
+  gen_ = Generator(options_.same_every_epoch ? options_.seed : options_.seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1));
+  batches_ = options_.batches_per_epoch;
+  if (!options_.same_every_epoch && options_.total_batches >= 0) {
+    batches_ = std::clamp<int64_t>(options_.total_batches - epoch * options_.batches_per_epoch, 0, options_.batches_per_epoch);
+  }
+  done_ = 0;
+  Batch skipped;
+  while (done_ < std::min(skip, batches_)) next(skipped);
+}
+
+bool WindowSource::next(Batch& out) {
+  if (done_ >= batches_) return false;
+  auto [x, y] = sample_windows(tokens_, options_.batch, options_.context, gen_, options_.device);
+  out.x = std::move(x);
+  out.y = std::move(y);
+  out.index = done_++;
+  return true;
+}
+
 }  // namespace tessera::nn

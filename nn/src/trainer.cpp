@@ -89,12 +89,19 @@ Tensor Trainer::forward_backward(const Batch& b, int64_t grad_accumulation) {
   return loss;
 }
 
+Tensor next_token_loss(const Tensor& logits, const Tensor& targets) {
+  TESSERA_CHECK(logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) && logits.size(1) == targets.size(1),
+                "next_token_loss", "expected logits [B, T, V] and targets [B, T], got ", shape_str(logits.shape()), " and ",
+                shape_str(targets.shape()));
+  return cross_entropy(logits.reshape({-1, logits.size(2)}), targets.reshape({-1}));
+}
+
 Trainer::Trainer(Module& model, Optimizer& optimizer, Scheduler* scheduler, LossFn loss)
     : model_(model), optimizer_(optimizer), scheduler_(scheduler), loss_(std::move(loss)) {
   if (!loss_) loss_ = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
 }
 
-EvalStats Trainer::evaluate(DataLoader& loader) {
+EvalStats Trainer::evaluate(BatchSource& loader) {
   NoGradGuard no_grad;
   const bool was_training = model_.is_training();
   model_.eval();
@@ -108,7 +115,7 @@ EvalStats Trainer::evaluate(DataLoader& loader) {
     const Tensor out = model_.forward(b.x);
     const int64_t n = b.y.numel();
     loss_sum += loss_(out, b.y).item<double>() * static_cast<double>(n);
-    correct += sum(eq(argmax(out, 1), b.y)).item<int64_t>();
+    correct += sum(eq(argmax(out, out.dim() - 1), b.y)).item<int64_t>();
     s.samples += n;
   }
   model_.train(was_training);
@@ -118,7 +125,7 @@ EvalStats Trainer::evaluate(DataLoader& loader) {
   return s;
 }
 
-std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const TrainOptions& o) {
+std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, const TrainOptions& o) {
   TESSERA_CHECK(o.epochs >= 1 && o.grad_accumulation >= 1, "Trainer", "epochs and grad_accumulation must be >= 1");
   TESSERA_CHECK(o.precision == DType::f32 || o.precision == DType::bf16 || o.precision == DType::f16, "Trainer",
                 "precision must be float32, bfloat16 or float16, got ", o.precision);
@@ -144,8 +151,8 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     st.epoch = epoch + 1;
     train.start_epoch(epoch);
     const auto t0 = Clock::now();
-    double loss_sum = 0, step_seconds = 0;
-    int64_t batches = 0, samples = 0, steps = 0, finite_batches = 0;
+    double loss_sum = 0, step_seconds = 0, window_loss = 0;
+    int64_t batches = 0, samples = 0, steps = 0, finite_batches = 0, window_batches = 0;
     bool poisoned = false;  // a non-finite loss or gradient in the current accumulation window
     Batch b;
     optimizer_.zero_grad();
@@ -169,6 +176,8 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
       }
       ++batches;
       samples += b.y.numel();
+      window_loss += l;
+      ++window_batches;
       // With a GradScaler a non-finite loss is its business (it skips the step and backs off).
       if (!std::isfinite(l) && !scaler_) {
         // Under DDP every rank must take the same decision: it is made at the step, together.
@@ -207,7 +216,9 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
         if (scheduler_) scheduler_->step();
         step_seconds += since(step_start);
         ++steps;
-        if (o.on_step_end) o.on_step_end(optimizer_.steps(), l);
+        if (o.on_step_end) o.on_step_end(optimizer_.steps(), window_loss / static_cast<double>(window_batches));
+        window_loss = 0;
+        window_batches = 0;
       }
       step_scope.reset();
       if (o.progress) progress_bar(epoch + 1, o.epochs, batches, train.batches(), loss_sum / static_cast<double>(batches));
@@ -216,6 +227,12 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
     st.seconds = since(t0);
     st.train_loss = finite_batches ? loss_sum / static_cast<double>(finite_batches) : NAN;
     st.samples_per_second = st.seconds > 0 ? static_cast<double>(samples) / st.seconds : 0;
+    st.step = optimizer_.steps();
+    st.lr = optimizer_.param_groups().front().options.lr;
+    if (o.ddp) {  // every rank reports the same figures: the loss over all ranks, the throughput of all
+      st.train_loss = o.ddp->mean_over_ranks(st.train_loss);
+      st.samples_per_second = o.ddp->mean_over_ranks(st.samples_per_second) * o.ddp->world_size();
+    }
     st.step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0;
     st.graph_replays = graph ? graph->take_replays() : 0;
     // --on-nonfinite skip keeps a run alive through a few poisoned steps, not through a diverged
@@ -226,14 +243,17 @@ std::vector<EpochStats> Trainer::fit(DataLoader& train, DataLoader* test, const 
                   o.max_skipped_fraction * 100, "%): the run is diverging; lower the learning rate");
     if (test) {
       st.test = evaluate(*test);
-      TESSERA_CHECK(std::isfinite(st.test.loss), "train", "the test loss is ", st.test.loss, " after epoch ", epoch + 1,
-                    ": the weights are not finite", o.checkpoint.empty() ? "" : "; the checkpoint was not written");
+      TESSERA_CHECK(std::isfinite(st.test.loss), "train", "the test loss is ", st.test.loss, " after epoch ", epoch + 1, " (step ", st.step,
+                    "): the weights are not finite; lower the learning rate",
+                    o.checkpoint.empty() ? "" : "; the checkpoint was not written");
     }
-    if (!o.checkpoint.empty() && (!o.ddp || o.ddp->rank() == 0)) save_checkpoint(o.checkpoint, epoch + 1, o.config);
+    if (!o.checkpoint.empty() && (!o.ddp || o.ddp->rank() == 0)) save_checkpoint(o.checkpoint, epoch + 1, o.config, o.metadata);
     if (o.ddp) o.ddp->barrier();  // no rank reads a checkpoint rank 0 is still writing
     if (o.on_epoch_end) o.on_epoch_end(st);
     history.push_back(st);
   }
+  if (o.ddp)
+    TESSERA_CHECK(o.ddp->replicas_equal(), "train", "the ranks' parameters differ after training (gradients were not synchronised)");
   return history;
 }
 
@@ -250,94 +270,14 @@ void Trainer::throw_nonfinite(const char* what, double value, int64_t epoch, int
                              ". Lower the learning rate, use --on-nonfinite skip, or --detect-anomaly to find the op"));
 }
 
-void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config) const {
-  StateDict tensors;
-  for (auto& [k, t] : model_.state_dict()) tensors["model." + k] = t;
-  for (auto& [k, t] : optimizer_.state_dict()) tensors["optimizer." + k] = t;
-  // Never replace a good checkpoint with a poisoned one. One sync per device in the common
-  // case; tensor by tensor only to name the culprit.
-  std::vector<Tensor> values;
-  for (const auto& entry : tensors) values.push_back(entry.second);
-  if (!all_finite(values)) {
-    for (const auto& [k, t] : tensors) {
-      TESSERA_CHECK(all_finite(t), "save_checkpoint", "'", k, "' holds NaN or Inf values; '", path, "' is left as it was");
-    }
-  }
-  Metadata meta;
-  meta["format"] = "tessera-checkpoint-1";
-  meta["optimizer"] = optimizer_.name();
-  meta["epoch"] = std::to_string(epochs_done);
-  meta["step"] = std::to_string(optimizer_.steps());
-  meta["scheduler_step"] = std::to_string(scheduler_ ? scheduler_->steps() : 0);
-  meta["rng_seed"] = std::to_string(default_generator().seed());
-  meta["rng_offset"] = std::to_string(default_generator().offset());
+void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config, const Metadata& extra) const {
+  Metadata meta = extra;
   meta["config"] = config.empty() ? "{}" : config;
-  if (scaler_) {
-    for (const auto& [k, v] : scaler_->state_dict()) meta["scaler." + k] = v;
-  }
-  save_safetensors(path, tensors, meta);
+  nn::save_checkpoint(path, CheckpointParts{&model_, &optimizer_, scheduler_, scaler_}, epochs_done, meta);
 }
-
-namespace {
-// A metadata entry that must be present: its absence means the file is not a checkpoint.
-const std::string& required_entry(const Metadata& meta, const char* key, const std::string& path) {
-  auto it = meta.find(key);
-  TESSERA_CHECK(it != meta.end(), "load_checkpoint", "'", path, "' is not a Tessera checkpoint (no '", key, "')");
-  return it->second;
-}
-
-// A counter from checkpoint metadata: a whole non-negative decimal number, or a clear error
-// (std::stoll would say only "stoll", and accept "-3" or "12abc").
-uint64_t parse_counter(const Metadata& meta, const char* key, const std::string& path) {
-  const std::string& text = required_entry(meta, key, path);
-  uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  TESSERA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(), "load_checkpoint", "'", path,
-                "' has a corrupt '", key, "' entry \"", text, "\" (expected a non-negative integer)");
-  return v;
-}
-}  // namespace
 
 int64_t Trainer::load_checkpoint(const std::string& path, bool reset_optimizer) {
-  const SafetensorsContent c = load_safetensors(path);
-  const std::string& format = required_entry(c.metadata, "format", path);
-  TESSERA_CHECK(format == "tessera-checkpoint-1", "load_checkpoint", "'", path, "' has unknown format ", format);
-  // Validate everything before changing anything.
-  constexpr uint64_t kMaxCount = uint64_t{1} << 53;
-  const uint64_t epoch = parse_counter(c.metadata, "epoch", path), scheduler_step = parse_counter(c.metadata, "scheduler_step", path);
-  const uint64_t step = parse_counter(c.metadata, "step", path);
-  const uint64_t rng_seed = parse_counter(c.metadata, "rng_seed", path), rng_offset = parse_counter(c.metadata, "rng_offset", path);
-  TESSERA_CHECK(epoch < kMaxCount && step < kMaxCount && scheduler_step < kMaxCount, "load_checkpoint", "'", path,
-                "' has implausible counters (epoch ", epoch, ", step ", step, ")");
-  StateDict model_state, optim_state;
-  for (const auto& [k, t] : c.tensors) {
-    TESSERA_CHECK(all_finite(t), "load_checkpoint", "'", path, "': '", k, "' holds NaN or Inf values");
-    if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
-    else if (k.rfind("optimizer.", 0) == 0) optim_state[k.substr(10)] = t;
-  }
-  if (!reset_optimizer) {
-    if (auto it = c.metadata.find("optimizer"); it != c.metadata.end()) {
-      TESSERA_CHECK(it->second == optimizer_.name(), "load_checkpoint", "'", path, "' was trained with ", it->second,
-                    ", this run uses ", optimizer_.name(), " (pass --reset-optimizer to start ", optimizer_.name(), " afresh)");
-    }
-    TESSERA_CHECK(optim_state.count("steps"), "load_checkpoint", "'", path,
-                  "' holds no optimizer state (pass --reset-optimizer to start the optimizer afresh)");
-  }
-  const Device device = model_.parameters().empty() ? kCPU : model_.parameters().front().device();
-  for (auto& [k, t] : model_state) t = t.to(device);
-  model_.load_state_dict(model_state);
-  if (!reset_optimizer) optimizer_.load_state_dict(optim_state);
-  if (scheduler_) scheduler_->set_step(static_cast<int64_t>(scheduler_step));
-  if (scaler_) {
-    std::map<std::string, std::string> scaler_state;
-    for (const auto& [k, v] : c.metadata) {
-      if (k.rfind("scaler.", 0) == 0) scaler_state[k.substr(7)] = v;
-    }
-    if (!scaler_state.empty()) scaler_->load_state_dict(scaler_state);
-  }
-  default_generator().manual_seed(rng_seed);
-  default_generator().set_offset(rng_offset);
-  return static_cast<int64_t>(epoch);
+  return nn::load_checkpoint(path, CheckpointParts{&model_, &optimizer_, scheduler_, scaler_}, reset_optimizer).epoch;
 }
 
 }  // namespace tessera::nn

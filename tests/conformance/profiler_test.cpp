@@ -58,8 +58,10 @@ TEST_CASE("the profiler records ops, autograd nodes, scopes and memory, nested p
   // Memory: the allocator's in-use bytes as a counter of this device.
   const std::string counter = "memory " + device().str();
   CHECK(std::any_of(t.counters.begin(), t.counters.end(), [&](const profile::CounterSample& c) { return c.name == counter && c.value > 0; }));
-  // Device streams: a track of their own with device-time spans (emulated, CUDA, HIP).
-  const bool device_timeline = device().type == DeviceType::emulated || device().type == DeviceType::cuda || device().type == DeviceType::hip;
+  // Device streams: a track of their own with device-time spans, on every backend that records
+  // profiler events (emulated, CUDA, HIP).
+  const void* tag = nullptr;
+  const bool device_timeline = find_backend(device().type)->record_profiler_event(device().index, &tag) != nullptr;
   const profile::Span* on_device = find_span(t, "matmul", "device");
   CHECK((on_device != nullptr) == device_timeline);
   if (on_device) CHECK(on_device->track != step->track);

@@ -2,6 +2,7 @@
 // Umbrella header: the whole public tensor API.
 #include "tessera/autocast.h"
 #include "tessera/autograd.h"
+#include "tessera/autograd_function.h"
 #include "tessera/backend/registry.h"
 #include "tessera/device.h"
 #include "tessera/dtype.h"

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "record.h"
+#include "tessera/autograd_function.h"
 #include "tessera/profiler.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -122,6 +123,27 @@ void record(const char* name, std::vector<Tensor> inputs, Tensor& out, BackwardF
 }
 
 Tensor saved(const Tensor& t) { return t.defined() ? t.detach() : t; }
+
+void attach_backward(const std::string& name, const std::vector<Tensor>& inputs, Tensor& output,
+                     std::function<std::vector<Tensor>(const Tensor&)> backward) {
+  TESSERA_CHECK(output.defined(), name, "the output to attach a backward to is undefined");
+  TESSERA_CHECK(static_cast<bool>(backward), name, "no backward function given");
+  // The node's name outlives this call: FunctionNode keeps a copy.
+  auto node = std::make_shared<FunctionNode>(name.c_str(), std::move(backward));
+  node->next.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    Edge e;
+    if (in.defined()) {
+      e.node = gradient_edge(in);
+      e.shape = in.shape();
+      e.dtype = in.dtype();
+    }
+    node->next.push_back(std::move(e));
+  }
+  AutogradMeta& m = ensure_meta(output);
+  m.requires_grad = true;
+  m.grad_fn = std::move(node);
+}
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;

@@ -83,9 +83,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Tensor q = autocast(q_in, CastPolicy::lower), k = autocast(k_in, CastPolicy::lower), v = autocast(v_in, CastPolicy::lower);
   const AttnShape s = check_attention(q, k, v, dropout_p, scale);
   OpAttrs attrs;
-  attrs.scalar = resolve_scale(scale, s.d);
-  attrs.scalar2 = dropout_p;
-  attrs.flag = causal;
+  attrs.scale = resolve_scale(scale, s.d);
+  attrs.dropout_p = dropout_p;
+  attrs.causal = causal;
   if (dropout_p > 0) {
     TESSERA_CHECK(!detail::graph_capturing(), kOp, "attention dropout cannot be captured in a graph (its Philox seed and offset are "
                   "launch arguments: every replay would draw the same mask)");

@@ -64,7 +64,7 @@ Tensor& Tensor::fill_(double value) {
                 "in-place ops on tensors that require grad are not recorded; run them under NoGradGuard");
   if (numel() == 0) return *this;
   OpAttrs attrs;
-  attrs.scalar = value;
+  attrs.value = value;
   detail::run_kernel(OpId::Fill, device(), {}, std::span<Tensor>(this, 1), attrs);
   return *this;
 }
@@ -139,12 +139,11 @@ Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType
 }
 
 namespace {
-Tensor random_op(OpId op, const Shape& shape, DType dtype, Device device, Generator* gen, double a, double b) {
+Tensor random_op(OpId op, const Shape& shape, DType dtype, Device device, Generator* gen, const RandomAttrs& params) {
   Generator& g = gen ? *gen : default_generator();
   Tensor out = empty(shape, dtype, device);
   OpAttrs attrs;
-  attrs.scalar = a;
-  attrs.scalar2 = b;
+  attrs.random = params;
   attrs.seed = g.seed();
   attrs.offset = g.next_offset();
   if (out.numel() > 0) detail::run_kernel(op, device, {}, std::span<Tensor>(&out, 1), attrs);
@@ -155,13 +154,13 @@ Tensor random_op(OpId op, const Shape& shape, DType dtype, Device device, Genera
 Tensor rand(const Shape& shape, DType dtype, Device device, Generator* gen, double low, double high) {
   TESSERA_CHECK(is_floating(dtype), "rand", "expected a floating dtype, got ", dtype);
   TESSERA_CHECK(low <= high, "rand", "low ", low, " must be <= high ", high);
-  return random_op(OpId::RandUniform, shape, dtype, device, gen, low, high);
+  return random_op(OpId::RandUniform, shape, dtype, device, gen, RandomAttrs{.low = low, .high = high});
 }
 
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen, double mean, double std) {
   TESSERA_CHECK(is_floating(dtype), "randn", "expected a floating dtype, got ", dtype);
   TESSERA_CHECK(std >= 0, "randn", "std must be >= 0, got ", std);
-  return random_op(OpId::RandNormal, shape, dtype, device, gen, mean, std);
+  return random_op(OpId::RandNormal, shape, dtype, device, gen, RandomAttrs{.mean = mean, .stddev = std});
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device, Generator* gen) {
@@ -172,12 +171,13 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
                     high <= (int64_t{1} << 53),
                 "randint", "[", low, ", ", high, ") must lie within +-2^53");
   TESSERA_CHECK(dtype != DType::boolean, "randint", "dtype bool is not supported");
-  return random_op(OpId::RandInt, shape, dtype, device, gen, static_cast<double>(low), static_cast<double>(high));
+  return random_op(OpId::RandInt, shape, dtype, device, gen,
+                   RandomAttrs{.low = static_cast<double>(low), .high = static_cast<double>(high)});
 }
 
 Tensor bernoulli(const Shape& shape, double p, DType dtype, Device device, Generator* gen) {
   TESSERA_CHECK(p >= 0 && p <= 1, "bernoulli", "p must be in [0, 1], got ", p);
-  return random_op(OpId::Bernoulli, shape, dtype, device, gen, p, 0.0);
+  return random_op(OpId::Bernoulli, shape, dtype, device, gen, RandomAttrs{.p = p});
 }
 
 }  // namespace tessera

@@ -1,5 +1,5 @@
 // Cross entropy with class weights or probability targets, composed from log_softmax (the
-// plain integer-target case keeps its fused kernel in nn.cpp). The formulas are PyTorch's,
+// plain integer-target case keeps its fused kernel in losses.cpp). The formulas are PyTorch's,
 // label smoothing included.
 #include "dispatch.h"
 #include "tessera/autocast.h"

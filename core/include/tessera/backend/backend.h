@@ -88,6 +88,10 @@ class Backend {
   virtual CachingAllocator& allocator(int index) = 0;
   /** True when tensors of this backend live in host-addressable memory. */
   virtual bool host_accessible() const = 0;
+  /** Whether an allocation beyond the device's memory fails with an out-of-memory error (device
+   *  memory), rather than being granted by an overcommitting OS (host memory, which the
+   *  emulator's is too): the batch-size search caps host memory itself. */
+  virtual bool allocations_fail_when_full() const { return !host_accessible(); }
 
   virtual void copy_from_host(void* dst, const void* src, size_t nbytes, int device) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes, int device) = 0;

@@ -16,12 +16,28 @@ namespace tessera {
 
 class Tensor;
 
-/** Op attributes; each op reads only the fields its comment in op_list.inc names. */
+/** The parameters of a random op, each named for what it is (RandUniform: low, high; RandInt:
+ *  low, high as integers; RandNormal: mean, stddev; Bernoulli: p). */
+struct RandomAttrs {
+  double low = 0.0, high = 1.0;
+  double mean = 0.0, stddev = 1.0;
+  double p = 0.5;  ///< the probability of a 1
+};
+
+/** Op attributes; each op reads only the fields its comment in op_list.inc names, and every
+ *  field means one thing. */
 struct OpAttrs {
   std::vector<int64_t> axes;  ///< reduction axes, sorted and unique
-  int64_t axis = 0;           ///< single-axis ops
-  double scalar = 0.0;        ///< fill value; rand low; randn mean; bernoulli p
-  double scalar2 = 0.0;       ///< rand high; randn std
+  int64_t axis = 0;           ///< single-axis ops (softmax, cumsum, gather, index_select, ...)
+  double value = 0.0;         ///< Fill: the value
+  RandomAttrs random;         ///< RandUniform, RandNormal, RandInt, Bernoulli
+  double eps = 0.0;           ///< normalisation: added to the variance
+  double dropout_p = 0.0;     ///< DropoutAdd, Attention: the probability an element is dropped
+  double label_smoothing = 0.0;    ///< CrossEntropy
+  int64_t ignore_index = -100;     ///< CrossEntropy: targets equal to it contribute no loss and no gradient
+  double scale = 1.0;              ///< Attention: the factor on QK^T before the softmax
+  bool causal = false;             ///< Attention: position i attends to positions <= i only
+  bool count_include_pad = false;  ///< AvgPool2d: padding counts in the divisor
   uint64_t seed = 0;          ///< RNG key
   uint64_t offset = 0;        ///< RNG stream offset
   Activation activation = Activation::none;
@@ -31,7 +47,6 @@ struct OpAttrs {
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
-  bool flag = false;  ///< op-specific switch (avg_pool2d: count_include_pad)
   ScatterReduce reduce = ScatterReduce::sum;  ///< scatter_reduce: prod, amax or amin
   OptimizerAttrs optim;  ///< fused optimizer updates
 };

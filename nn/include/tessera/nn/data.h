@@ -59,17 +59,31 @@ struct LoaderOptions {
   std::vector<Transform> device_transforms = {};
 };
 
-class DataLoader {
+/**
+ * What the Trainer reads: epochs of batches, each epoch's batches a function of (seed, epoch)
+ * alone, so a run resumed at an epoch boundary sees the batches the uninterrupted run saw.
+ * DataLoader (images) and WindowSource (text windows, text_data.h) are the two kinds.
+ */
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  /** Batches of the current epoch (after start_epoch). */
+  virtual int64_t batches() const = 0;
+  /** Starts epoch `epoch`, skipping its first `skip` batches (for resuming). */
+  virtual void start_epoch(int64_t epoch, int64_t skip = 0) = 0;
+  /** Next batch of the current epoch; false when the epoch is done. */
+  virtual bool next(Batch& out) = 0;
+};
+
+class DataLoader : public BatchSource {
  public:
   DataLoader(ImageSet data, LoaderOptions options);
-  ~DataLoader();
+  ~DataLoader() override;
   /** Batches per epoch. */
-  int64_t batches() const;
+  int64_t batches() const override;
   int64_t samples() const { return data_.size(); }
-  /** Starts epoch `epoch`, skipping its first `skip` batches (for resuming). */
-  void start_epoch(int64_t epoch, int64_t skip = 0);
-  /** Next batch of the current epoch; false when the epoch is done. */
-  bool next(Batch& out);
+  void start_epoch(int64_t epoch, int64_t skip = 0) override;
+  bool next(Batch& out) override;
   const LoaderOptions& options() const { return options_; }
 
  private:

@@ -88,6 +88,7 @@ class SGD : public Optimizer {
  public:
   using Optimizer::Optimizer;
   SGD(std::vector<Tensor> params, OptimOptions options) : Optimizer({{std::move(params), options}}) {}
+  explicit SGD(std::vector<ParamGroup> groups) : Optimizer(std::move(groups)) {}
   void step() override;
   std::string name() const override { return "sgd"; }
 };
@@ -108,18 +109,22 @@ class Adam : public Optimizer {
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, OptimOptions options) : Adam(std::move(params), options, true) {}
+  explicit AdamW(std::vector<ParamGroup> groups) : Adam(std::move(groups), true) {}
 };
 
 class RMSprop : public Optimizer {
  public:
   using Optimizer::Optimizer;
   RMSprop(std::vector<Tensor> params, OptimOptions options) : Optimizer({{std::move(params), options}}) {}
+  explicit RMSprop(std::vector<ParamGroup> groups) : Optimizer(std::move(groups)) {}
   void step() override;
   std::string name() const override { return "rmsprop"; }
 };
 
 /** Builds "sgd", "adam", "adamw" or "rmsprop" over `params`; throws on an unknown name. */
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, OptimOptions options);
+/** The same over parameter groups, each with its own options (LanguageModel::param_groups). */
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamGroup> groups);
 
 // ---- learning-rate schedules: lr = base_lr * factor(step) ----
 

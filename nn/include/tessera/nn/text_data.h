@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/nn/data.h"
 #include "tessera/tessera.h"
 
 namespace tessera::nn {
@@ -44,5 +45,36 @@ inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
  * [batch, context] and next-token targets [batch, context] (int64, on `device`).
  */
 std::pair<Tensor, Tensor> sample_windows(const std::vector<int64_t>& data, int64_t batch, int64_t context, Generator& gen, Device device);
+
+struct WindowOptions {
+  int64_t batch = 32, context = 128;
+  int64_t batches_per_epoch = 1;
+  /** Batches of all epochs together: the epoch that reaches it is cut short (-1: no limit). */
+  int64_t total_batches = -1;
+  uint64_t seed = 0;
+  /** Validation: every epoch draws the same windows (from `seed`), so evaluations compare. */
+  bool same_every_epoch = false;
+  Device device = kCPU;
+};
+
+/**
+ * Language-model batches for the Trainer: random windows of a token sequence (sample_windows),
+ * epoch e drawing from a generator seeded by (seed, e) alone, so a resumed run draws what the
+ * uninterrupted one drew. x and y are [batch, context] int64, y shifted by one token.
+ */
+class WindowSource : public BatchSource {
+ public:
+  WindowSource(std::vector<int64_t> tokens, WindowOptions options);
+  int64_t batches() const override { return batches_; }
+  void start_epoch(int64_t epoch, int64_t skip = 0) override;
+  bool next(Batch& out) override;
+  const WindowOptions& options() const { return options_; }
+
+ private:
+  std::vector<int64_t> tokens_;
+  WindowOptions options_;
+  Generator gen_;
+  int64_t batches_ = 0, done_ = 0;
+};
 
 }  // namespace tessera::nn

@@ -1,13 +1,16 @@
 #pragma once
-// The training loop: epochs over a DataLoader with gradient accumulation, clipping, a
-// per-step LR schedule, evaluation, metrics, callbacks and atomic safetensors checkpoints
-// from which a run resumes bit-identically.
+// The training loop of every model: epochs over a BatchSource (images from a DataLoader, text
+// windows from a WindowSource) with autocast and loss scaling, graph capture, the non-finite
+// guard, gradient accumulation, clipping, a per-step LR schedule, data parallelism, evaluation,
+// metrics, callbacks and atomic safetensors checkpoints from which a run resumes bit-identically.
+// What differs between tasks is the model, the batches and the loss (LossFn).
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "tessera/nn/amp.h"
+#include "tessera/nn/checkpoint.h"
 #include "tessera/nn/data.h"
 #include "tessera/nn/module.h"
 #include "tessera/nn/optim.h"
@@ -18,16 +21,18 @@ namespace tessera::nn {
 class DistributedDataParallel;
 
 struct EvalStats {
-  double loss = 0;
-  double accuracy = 0;
-  int64_t samples = 0;
+  double loss = 0;      ///< mean over the targets (images, or tokens for a language model)
+  double accuracy = 0;  ///< argmax over the output's last axis equals the target
+  int64_t samples = 0;  ///< targets compared
 };
 
 struct EpochStats {
   int64_t epoch = 0;            ///< 1-based
-  double train_loss = 0;        ///< mean over the epoch's batches
+  int64_t step = 0;             ///< optimizer steps done at the end of the epoch
+  double train_loss = 0;        ///< mean over the epoch's batches (and over the ranks under DDP)
+  double lr = 0;                ///< the first parameter group's learning rate at the end of the epoch
   EvalStats test;               ///< when a test loader is given
-  double samples_per_second = 0;
+  double samples_per_second = 0;  ///< targets (images or tokens) per second, over all ranks under DDP
   double step_ms = 0;           ///< mean wall time of an optimizer step (forward + backward + update)
   double seconds = 0;           ///< wall time of the epoch's training part
   int64_t graph_replays = 0;    ///< steps run by replaying the captured graph (TrainOptions::graph)
@@ -48,6 +53,7 @@ struct TrainOptions {
   bool resume = false;             ///< continue from `checkpoint` when it exists
   bool progress = false;           ///< a live progress bar (for terminals); otherwise log lines
   std::string config;              ///< stored in checkpoints (JSON text)
+  Metadata metadata;               ///< further checkpoint entries (a language model's config and vocabulary)
   DType precision = DType::f32;    ///< bf16 / f16: forward passes (training and evaluation) under AutocastGuard
   GradScaler* scaler = nullptr;    ///< dynamic loss scaling (for f16); its state goes into checkpoints
   /** Capture the forward and backward pass once (after one eager warm-up step) and replay it for
@@ -68,21 +74,24 @@ struct TrainOptions {
    *  the same number of batches (its own shard of the data). */
   DistributedDataParallel* ddp = nullptr;
   std::function<void(const EpochStats&)> on_epoch_end;
+  /** After each optimizer step: its number and the mean loss of its batches. */
   std::function<void(int64_t step, double loss)> on_step_end;
 };
 
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+/** A language model's loss: cross entropy of logits [B, T, V] against next tokens [B, T]. */
+Tensor next_token_loss(const Tensor& logits, const Tensor& targets);
 
 class Trainer {
  public:
   /** `scheduler` may be null. The default loss is cross entropy on class indices. */
   Trainer(Module& model, Optimizer& optimizer, Scheduler* scheduler = nullptr, LossFn loss = {});
-  std::vector<EpochStats> fit(DataLoader& train, DataLoader* test, const TrainOptions& options);
-  /** Mean loss and accuracy (argmax over axis 1) in eval mode without recording gradients. */
-  EvalStats evaluate(DataLoader& loader);
+  std::vector<EpochStats> fit(BatchSource& train, BatchSource* test, const TrainOptions& options);
+  /** Mean loss and accuracy (argmax over the output's last axis) in eval mode without recording gradients. */
+  EvalStats evaluate(BatchSource& loader);
 
   /** Throws (and leaves `path` untouched) when a parameter or optimizer state is NaN or Inf. */
-  void save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config) const;
+  void save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config, const Metadata& extra = {}) const;
   /**
    * Restores model, optimizer, scheduler, RNG and counters; returns the completed epochs. The
    * whole file is validated before anything changes: non-finite values, corrupt counters, a

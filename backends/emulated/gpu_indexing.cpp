@@ -1,2 +1,0 @@
-// The shared GPU kernel source, compiled by the host compiler for the emulated backend.
-#include "../gpu/indexing.cu"
