@@ -128,21 +128,8 @@ void attach_backward(const std::string& name, const std::vector<Tensor>& inputs,
                      std::function<std::vector<Tensor>(const Tensor&)> backward) {
   TESSERA_CHECK(output.defined(), name, "the output to attach a backward to is undefined");
   TESSERA_CHECK(static_cast<bool>(backward), name, "no backward function given");
-  // The node's name outlives this call: FunctionNode keeps a copy.
-  auto node = std::make_shared<FunctionNode>(name.c_str(), std::move(backward));
-  node->next.reserve(inputs.size());
-  for (const Tensor& in : inputs) {
-    Edge e;
-    if (in.defined()) {
-      e.node = gradient_edge(in);
-      e.shape = in.shape();
-      e.dtype = in.dtype();
-    }
-    node->next.push_back(std::move(e));
-  }
-  AutogradMeta& m = ensure_meta(output);
-  m.requires_grad = true;
-  m.grad_fn = std::move(node);
+  // The op front-ends' own mechanism (anomaly checks included); FunctionNode copies the name.
+  record(name.c_str(), inputs, output, std::move(backward));
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
