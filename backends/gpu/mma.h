@@ -23,6 +23,16 @@ struct MmaSync16x8x16 {
   static TESSERA_DEVICE int b_col(int lane, int) { return lane / 4; }
   static TESSERA_DEVICE int c_row(int lane, int i) { return lane / 4 + 8 * (i >> 1); }
   static TESSERA_DEVICE int c_col(int lane, int i) { return (lane % 4) * 2 + (i & 1); }
+  // Row-wise work on accumulators (attention's softmax): a lane holds rows c_row(lane, e) for
+  // kRowSlots distinct rows (slot(e) says which), the kRowLanes lanes that differ only in the low
+  // bits of the lane index hold the rest of each row. kCIsA: the C fragments of two adjacent
+  // N-tiles are, element for element, the A fragment of one K-step (A element i of K-step kk is C
+  // element i & 3 of N-tile 2 kk + i / 4), so a product can feed the next MMA from registers.
+  static constexpr int kRowSlots = 2, kRowLanes = 4;
+  static constexpr bool kCIsA = true;
+  static TESSERA_DEVICE int slot(int i) { return i >> 1; }
+  static TESSERA_DEVICE int c_tile_for_a(int kk, int i) { return 2 * kk + i / 4; }
+  static TESSERA_DEVICE int c_elem_for_a(int i) { return i & 3; }
 };
 
 struct Mfma16x16x16 {
@@ -35,7 +45,39 @@ struct Mfma16x16x16 {
   static TESSERA_DEVICE int b_col(int lane, int) { return lane % 16; }
   static TESSERA_DEVICE int c_row(int lane, int i) { return 4 * (lane / 16) + i; }
   static TESSERA_DEVICE int c_col(int lane, int) { return lane % 16; }
+  // C is the transpose of A's layout here: products go through shared memory to feed an MMA.
+  static constexpr int kRowSlots = 4, kRowLanes = 16;
+  static constexpr bool kCIsA = false;
+  static TESSERA_DEVICE int slot(int i) { return i; }
 };
+
+/** Two 16-bit operand elements as one register word (the lower index in the low half). */
+TESSERA_DEVICE uint32_t pack_bits(uint16_t lo, uint16_t hi) { return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16); }
+
+/** Two floats rounded to nearest-even T and packed as an operand word (one cvt on sm_80+). */
+template <class T>
+TESSERA_DEVICE uint32_t pack_rn(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // the first source goes to the upper half
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+#else
+  return pack_bits(T(lo).bits, T(hi).bits);
+#endif
+}
+
+/** A fragment of N 16-bit elements from N / 2 packed words. */
+template <class T, int N>
+TESSERA_DEVICE void unpack_words(const uint32_t (&w)[N / 2], T (&out)[N]) {
+  for (int i = 0; i < N / 2; ++i) {
+    out[2 * i] = T::from_bits(static_cast<uint16_t>(w[i] & 0xffffu));
+    out[2 * i + 1] = T::from_bits(static_cast<uint16_t>(w[i] >> 16));
+  }
+}
 
 #if defined(__CUDACC__) && !defined(__HIPCC__)
 TESSERA_DEVICE uint32_t pack2(uint16_t lo, uint16_t hi) { return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16); }
@@ -63,6 +105,26 @@ TESSERA_DEVICE void mma(float (&c)[Shape::C], const T (&a)[Shape::A], const T (&
 #endif
 #endif
 }
+/** mma() on packed operand words (fragments kept as words use half the registers). */
+template <class Shape, class T>
+TESSERA_DEVICE void mma_w(float (&c)[Shape::C], const uint32_t (&a)[Shape::A / 2], const uint32_t (&b)[Shape::B / 2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+#else
+  T ta[Shape::A], tb[Shape::B];
+  unpack_words<T, Shape::A>(a, ta);
+  unpack_words<T, Shape::B>(b, tb);
+  mma<Shape, T>(c, ta, tb);
+#endif
+}
 #elif defined(__HIPCC__)
 /** c += a @ b on the matrix cores of CDNA GPUs (the launcher picks this shape only there). */
 template <class Shape, class T>
@@ -87,6 +149,13 @@ TESSERA_DEVICE void mma(float (&c)[Shape::C], const T (&a)[Shape::A], const T (&
   __builtin_trap();  // no matrix cores (RDNA): the host side chose the SIMT GEMM
 #endif
 #endif
+}
+template <class Shape, class T>
+TESSERA_DEVICE void mma_w(float (&c)[Shape::C], const uint32_t (&a)[Shape::A / 2], const uint32_t (&b)[Shape::B / 2]) {
+  T ta[Shape::A], tb[Shape::B];
+  unpack_words<T, Shape::A>(a, ta);
+  unpack_words<T, Shape::B>(b, tb);
+  mma<Shape, T>(c, ta, tb);
 }
 #else
 /**
@@ -130,6 +199,14 @@ void mma(float (&c)[Shape::C], const T (&a)[Shape::A], const T (&b)[Shape::B],
     for (int k = 0; k < Shape::K; ++k) acc = std::fma(ta[r][k], tb[k][col], acc);
     c[i] = acc;
   }
+}
+template <class Shape, class T>
+void mma_w(float (&c)[Shape::C], const uint32_t (&a)[Shape::A / 2], const uint32_t (&b)[Shape::B / 2],
+           std::source_location where = std::source_location::current()) {
+  T ta[Shape::A], tb[Shape::B];
+  unpack_words<T, Shape::A>(a, ta);
+  unpack_words<T, Shape::B>(b, tb);
+  mma<Shape, T>(c, ta, tb, where);
 }
 #endif
 

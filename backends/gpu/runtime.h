@@ -341,6 +341,9 @@ template <class T> TESSERA_DEVICE T* dynamic_shared() {
   return reinterpret_cast<T*>(tessera_dynamic_shared);
 }
 #define TESSERA_SHARED_ARRAY(T, name, count) __shared__ T name[count]
+// 16-byte aligned, for kernels that copy whole 16-byte chunks or read 32-bit words of 16-bit
+// arrays (not the default: the alignment changes ptxas's register allocation of unrelated kernels).
+#define TESSERA_SHARED_ARRAY16(T, name, count) __shared__ __align__(16) T name[count]
 #define TESSERA_UNROLL _Pragma("unroll")
 #else
 // Built-in indices are registers on a GPU: reading the emulator's state for them must not count
@@ -381,6 +384,7 @@ template <class T> T* dynamic_shared() { return reinterpret_cast<T*>(emu::dynami
 #define TESSERA_SHARED_ARRAY(T, name, count)   \
   static const char name##_site = 0;           \
   T* name = reinterpret_cast<T*>(::tessera::emu::static_shared(&name##_site, sizeof(T) * (count)))
+#define TESSERA_SHARED_ARRAY16(T, name, count) TESSERA_SHARED_ARRAY(T, name, count)  // static_shared: 16-byte offsets
 #define TESSERA_UNROLL
 #endif
 

@@ -93,33 +93,55 @@ TEST_CASE("f64 fused attention gradients match central differences, with and wit
 }
 
 TEST_CASE("f16 and bf16 fused attention match the f32 reference of the same inputs") {
-  // On GPUs with matrix units (and the emulator) the forward runs on the warp-MMA path: head
-  // dims 32/64/128, sequence lengths off the 64-row and 32-key tiles, causal or not.
+  // On GPUs with matrix units (and the emulator) these run the warp-MMA kernels
+  // (attention_mma.h): head dims 32/64/128 and a 24 that is not a whole bucket (the element-wise
+  // staging path), lengths off the 64-row and 64/32-key tiles and over several of them, causal
+  // or not, cross attention with the bottom-right causal alignment (tq > tk: rows that see no
+  // key; tq < tk), an input that is a view 2 bytes off a 16-byte boundary (no 16-byte copies),
+  // and dropout (the same Bernoulli mask as the reference's from the same generator state).
   struct Case {
-    int64_t t, d;
+    int64_t tq, tk, d;
     bool causal;
+    double dropout;
+    bool offset_view;
   };
-  for (const Case c : {Case{50, 64, true}, Case{37, 32, false}, Case{70, 128, true}})
-  for (DType dt : {DType::f16, DType::bf16}) {
-    CAPTURE(dtype_name(dt));
-    CAPTURE(c.t);
-    CAPTURE(c.d);
-    const Shape shape{1, 2, c.t, c.d};
-    const Tensor q = make_input(shape, dt, 31, -1, 1), k = make_input(shape, dt, 32, -1, 1);
-    const Tensor v = make_input(shape, dt, 33, -1, 1), w = make_input(shape, dt, 34, -1, 1);
-    const bool causal = c.causal;
-    const Grads fused =
-        run_attention([causal](auto& a, auto& b, auto& e) { return scaled_dot_product_attention(a, b, e, causal); }, q, k, v, w);
-    CHECK(fused.y.dtype() == dt);
-    CHECK(fused.dq.dtype() == dt);
-    const Grads ref = run_attention([causal](auto& a, auto& b, auto& e) { return scaled_dot_product_attention_reference(a, b, e, causal); },
-                                    q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), w.to(DType::f32));
-    const Tolerance tol = tolerance_for(dt);
-    TESSERA_CHECK_CLOSE(fused.y, round_to(to_ref(ref.y), dt), tol);
-    TESSERA_CHECK_CLOSE(fused.dq, round_to(to_ref(ref.dq), dt), Tolerance{tol.rtol, tol.rtol * 4});
-    TESSERA_CHECK_CLOSE(fused.dk, round_to(to_ref(ref.dk), dt), Tolerance{tol.rtol, tol.rtol * 4});
-    TESSERA_CHECK_CLOSE(fused.dv, round_to(to_ref(ref.dv), dt), Tolerance{tol.rtol, tol.rtol * 4});
-  }
+  const Case cases[] = {{50, 50, 64, true, 0, false},   {37, 37, 32, false, 0, false},    {70, 70, 128, true, 0, false},
+                        {150, 150, 64, true, 0, false}, {200, 70, 64, true, 0, false},    {70, 200, 32, true, 0, false},
+                        {90, 90, 24, true, 0, false},   {130, 130, 128, false, 0, false}, {100, 100, 64, true, 0, true},
+                        {80, 80, 64, true, 0.2, false}};
+  uint64_t seed = 30;
+  for (const Case& c : cases)
+    for (DType dt : {DType::f16, DType::bf16}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(c.tq);
+      CAPTURE(c.tk);
+      CAPTURE(c.d);
+      CAPTURE(c.causal);
+      CAPTURE(c.dropout);
+      CAPTURE(c.offset_view);
+      auto input = [&](int64_t t) {
+        const Shape shape{1, 2, t, c.d};
+        if (!c.offset_view) return make_input(shape, dt, ++seed, -1, 1);
+        const Tensor flat = make_input({2 * t * c.d + 1}, dt, ++seed, -1, 1);
+        return flat.narrow(0, 1, 2 * t * c.d).view(shape);  // storage offset of one element
+      };
+      const Tensor q = input(c.tq), k = input(c.tk), v = input(c.tk), w = input(c.tq);
+      const bool causal = c.causal;
+      const double p = c.dropout;
+      Generator g1(7), g2(7);
+      const Grads fused =
+          run_attention([&](auto& a, auto& b, auto& e) { return scaled_dot_product_attention(a, b, e, causal, p, {}, &g1); }, q, k, v, w);
+      CHECK(fused.y.dtype() == dt);
+      CHECK(fused.dq.dtype() == dt);
+      const Grads ref =
+          run_attention([&](auto& a, auto& b, auto& e) { return scaled_dot_product_attention_reference(a, b, e, causal, p, {}, &g2); },
+                        q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), w.to(DType::f32));
+      const Tolerance tol = tolerance_for(dt);
+      TESSERA_CHECK_CLOSE(fused.y, round_to(to_ref(ref.y), dt), tol);
+      TESSERA_CHECK_CLOSE(fused.dq, round_to(to_ref(ref.dq), dt), Tolerance{tol.rtol, tol.rtol * 4});
+      TESSERA_CHECK_CLOSE(fused.dk, round_to(to_ref(ref.dk), dt), Tolerance{tol.rtol, tol.rtol * 4});
+      TESSERA_CHECK_CLOSE(fused.dv, round_to(to_ref(ref.dv), dt), Tolerance{tol.rtol, tol.rtol * 4});
+    }
 }
 
 TEST_CASE("fused attention keeps memory linear in T, the reference stores T x T scores") {

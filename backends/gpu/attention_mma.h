@@ -1,0 +1,550 @@
+#pragma once
+// f16/bf16 fused attention on the matrix units (mma.h): mma.sync on NVIDIA, MFMA on AMD and, on
+// the emulator, the fragment-exact reference of both. Included by attention.cu inside its
+// anonymous namespace (AttnArgs, dropout_factor, MaxOp/SumOp, tiles_grid come from there).
+//
+// FlashAttention-2's data flow: a block of 4 warps, each owning 16 rows of the output it makes
+// (queries for the forward and dQ, keys for dK/dV), walking tiles of the other side staged in
+// shared memory with 16-byte copies. Scores live in the MMA accumulators; the softmax runs on
+// them in registers (a lane's rows are reduced across the kRowLanes lanes that share them), and
+// where the accumulator layout is the next product's A layout (mma.sync: Shape::kCIsA) the
+// probabilities feed that MMA straight from registers; elsewhere (MFMA, whose C is A's
+// transpose) they pass through the warp's own rows of shared memory. Operand fragments are kept
+// as packed 32-bit words (two 16-bit elements), read from shared memory a word at a time where
+// the two elements are adjacent. exp2 with log2(e) folded into the scale; the log-sum-exp is
+// stored in natural units for the backward. No atomics: the gradients are deterministic.
+
+struct alignas(16) Bits8 {
+  uint16_t v[8];
+};
+
+/** Two adjacent 16-bit elements of shared memory (p 4-byte aligned) as one word. */
+TESSERA_DEVICE uint32_t load_pair(const uint16_t* p) {
+#if defined(__CUDACC__) || defined(__HIPCC__)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t w;
+  std::memcpy(&w, p, sizeof w);  // the host compiler's aliasing rules: no uint32_t view of uint16_t storage
+  return w;
+#endif
+}
+
+/** Whether 16-bit rows of `width` elements from `p` can be copied 16 bytes at a time. */
+TESSERA_DEVICE bool rows_vectorizable(const void* p, int64_t width, int kD) {
+  return width == kD && kD % 8 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+/** rows x kD tile of a row-major 16-bit matrix [nrows, width] from row r0 into dst[r * ld + x]
+ *  (ld a multiple of 8), zeros past the matrix; 16-byte copies when `vec`. */
+template <int kD>
+TESSERA_DEVICE void stage_rows(const uint16_t* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld, bool vec) {
+  const int tid = static_cast<int>(thread_x()), nt = static_cast<int>(block_dim_x());
+  if (vec) {
+    constexpr int kChunks = kD / 8;
+    for (int c = tid; c < rows * kChunks; c += nt) {
+      const int r = c / kChunks, x = (c % kChunks) * 8;
+      Bits8 b{};
+      if (r0 + r < nrows) b = *reinterpret_cast<const Bits8*>(src + (r0 + r) * kD + x);
+      *reinterpret_cast<Bits8*>(dst + r * ld + x) = b;
+    }
+  } else {
+    for (int e = tid; e < rows * kD; e += nt) {
+      const int r = e / kD, x = e % kD;
+      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x] : uint16_t{0};
+    }
+  }
+}
+
+/** The same tile transposed, dst[x * ld + r]: lanes run along rows, so a warp's 16-bit stores
+ *  fill consecutive halves of the same shared-memory words. */
+template <int kD>
+TESSERA_DEVICE void stage_cols(const uint16_t* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld, bool vec) {
+  const int tid = static_cast<int>(thread_x()), nt = static_cast<int>(block_dim_x());
+  if (vec) {
+    for (int c = tid; c < rows * (kD / 8); c += nt) {
+      const int r = c % rows, x = (c / rows) * 8;
+      Bits8 b{};
+      if (r0 + r < nrows) b = *reinterpret_cast<const Bits8*>(src + (r0 + r) * kD + x);
+      TESSERA_UNROLL
+      for (int t = 0; t < 8; ++t) dst[(x + t) * ld + r] = b.v[t];
+    }
+  } else {
+    for (int e = tid; e < rows * kD; e += nt) {
+      const int r = e % rows, x = e / rows;
+      dst[x * ld + r] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x] : uint16_t{0};
+    }
+  }
+}
+
+/** A[r][c] = t[(r0 + r) * ld + c0 + c]: pairs of A elements are adjacent along c (both shapes). */
+template <class Shape>
+TESSERA_DEVICE void load_a_words(uint32_t (&w)[Shape::A / 2], const uint16_t* t, int ld, int r0, int c0, int ln) {
+  TESSERA_UNROLL
+  for (int e = 0; e < Shape::A; e += 2) w[e / 2] = load_pair(t + (r0 + Shape::a_row(ln, e)) * ld + c0 + Shape::a_col(ln, e));
+}
+/** B[k][n] = t[(n0 + n) * ld + k0 + k] (stored n-major): pairs adjacent along k. */
+template <class Shape>
+TESSERA_DEVICE void load_b_words_nk(uint32_t (&w)[Shape::B / 2], const uint16_t* t, int ld, int n0, int k0, int ln) {
+  TESSERA_UNROLL
+  for (int e = 0; e < Shape::B; e += 2) w[e / 2] = load_pair(t + (n0 + Shape::b_col(ln, e)) * ld + k0 + Shape::b_row(ln, e));
+}
+/** B[k][n] = t[(k0 + k) * ld + n0 + n] (stored k-major): two 16-bit reads per word. */
+template <class Shape>
+TESSERA_DEVICE void load_b_words_kn(uint32_t (&w)[Shape::B / 2], const uint16_t* t, int ld, int k0, int n0, int ln) {
+  TESSERA_UNROLL
+  for (int e = 0; e < Shape::B; e += 2) {
+    w[e / 2] = pack_bits(t[(k0 + Shape::b_row(ln, e)) * ld + n0 + Shape::b_col(ln, e)],
+                         t[(k0 + Shape::b_row(ln, e + 1)) * ld + n0 + Shape::b_col(ln, e + 1)]);
+  }
+}
+/** A fragments (row-major [rows, cols] global matrix, rows from r0 + the shape's rows): zeros
+ *  outside. Read once per tile of output rows, so element by element. */
+template <class Shape, class T, int KD>
+TESSERA_DEVICE void load_a_global(uint32_t (&w)[KD][Shape::A / 2], const T* m, int64_t rows, int64_t cols, int64_t r0, int ln) {
+  TESSERA_UNROLL
+  for (int kk = 0; kk < KD; ++kk) {
+    TESSERA_UNROLL
+    for (int e = 0; e < Shape::A; e += 2) {
+      uint16_t h[2];
+      TESSERA_UNROLL
+      for (int t = 0; t < 2; ++t) {
+        const int64_t r = r0 + Shape::a_row(ln, e + t);
+        const int x = kk * Shape::K + Shape::a_col(ln, e + t);
+        h[t] = r < rows && x < cols ? m[r * cols + x].bits : uint16_t{0};
+      }
+      w[kk][e / 2] = pack_bits(h[0], h[1]);
+    }
+  }
+}
+
+/** Combines v over the lanes holding the same accumulator row. */
+template <class Shape, class Op>
+TESSERA_DEVICE float row_allreduce(float v, Op op) {
+  TESSERA_UNROLL
+  for (int m = 1; m < Shape::kRowLanes; m <<= 1) v = op(v, shfl_xor(v, m));
+  return v;
+}
+
+/**
+ * The A fragments of one K-step made from accumulators c[tile][element] of a 16-row product
+ * (probabilities or dS): from registers where C's layout is A's, else through `mine` (the
+ * warp's 16 rows of shared memory, row stride ld), written by every lane before any reads.
+ * (c by pointer: GCC folds the instances for different F into one and then warns about bounds.)
+ */
+template <class Shape, class T, int F>
+TESSERA_DEVICE void accum_to_a(const float (*c)[Shape::C], int kk, uint32_t (&w)[Shape::A / 2], const uint16_t* mine, int ld, int ln) {
+  if constexpr (Shape::kCIsA) {
+    (void)mine, (void)ld, (void)ln;
+    TESSERA_UNROLL
+    for (int e = 0; e < Shape::A; e += 2) {
+      w[e / 2] =
+          pack_rn<T>(c[Shape::c_tile_for_a(kk, e)][Shape::c_elem_for_a(e)], c[Shape::c_tile_for_a(kk, e + 1)][Shape::c_elem_for_a(e + 1)]);
+    }
+  } else {
+    load_a_words<Shape>(w, mine, ld, 0, kk * Shape::K, ln);
+  }
+}
+template <class Shape, class T, int F>
+TESSERA_DEVICE void accum_to_shared(const float (*c)[Shape::C], uint16_t* mine, int ld, int ln) {
+  if constexpr (!Shape::kCIsA) {
+    TESSERA_UNROLL
+    for (int f = 0; f < F; ++f) {
+      TESSERA_UNROLL
+      for (int e = 0; e < Shape::C; ++e) mine[Shape::c_row(ln, e) * ld + f * Shape::N + Shape::c_col(ln, e)] = T(c[f][e]).bits;
+    }
+    sync_warp();  // every lane's rows are written before any lane reads its A fragments
+  } else {
+    (void)c, (void)mine, (void)ld, (void)ln;
+  }
+}
+
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+// Forward: a block per 64 queries (16 per warp), key tiles of 64; the query tiles with the most
+// keys first (causal), so that a grid of more blocks than fit ends evenly.
+template <class Shape, class T, int kD>
+TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
+  constexpr int kRows = 4 * Shape::M, kKeys = 64, kLdK = kD + 8, kLdV = kKeys + 8, S = Shape::kRowSlots;
+  constexpr int FS = kKeys / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kKeys / Shape::K;
+  TESSERA_SHARED_ARRAY16(uint16_t, ks, kKeys * kLdK);  // K tile, row = key
+  TESSERA_SHARED_ARRAY16(uint16_t, vt, kD * kLdV);     // V tile transposed, row = head-dim index
+  TESSERA_SHARED_ARRAY16(uint16_t, ps, Shape::kCIsA ? 8 : kRows * kLdV);
+  const int tid = static_cast<int>(thread_x()), ln = lane(), w0 = tid / Shape::Warp * Shape::M;
+  uint16_t* mine = ps + (Shape::kCIsA ? 0 : w0 * kLdV);
+  const float scale2 = static_cast<float>(a.scale) * kLog2e;
+  const bool vec_k = rows_vectorizable(k, a.d, kD), vec_v = rows_vectorizable(v, a.dv, kD);
+  const int64_t qtiles = (a.tq + kRows - 1) / kRows;
+  for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
+    const int64_t bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;
+    const uint16_t* kb = reinterpret_cast<const uint16_t*>(k + bh * a.tk * a.d);
+    const uint16_t* vb = reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv);
+    uint32_t qf[KD][Shape::A / 2];
+    load_a_global<Shape, T, KD>(qf, q + bh * a.tq * a.d, a.tq, a.d, i0 + w0, ln);
+    float of[FD][Shape::C], m[S], l[S];
+    TESSERA_UNROLL
+    for (int f = 0; f < FD; ++f) {
+      TESSERA_UNROLL
+      for (int e = 0; e < Shape::C; ++e) of[f][e] = 0.0f;
+    }
+    TESSERA_UNROLL
+    for (int s = 0; s < S; ++s) m[s] = -INFINITY, l[s] = 0.0f;
+    const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
+    const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
+    const int64_t kfull = kernels::attention_key_end(i0, a.tq, a.tk, a.causal);  // keys every row of the block sees
+    for (int64_t j0 = 0; j0 < kend; j0 += kKeys) {
+      stage_rows<kD>(kb, a.tk, a.d, j0, kKeys, ks, kLdK, vec_k);
+      stage_cols<kD>(vb, a.tk, a.dv, j0, kKeys, vt, kLdV, vec_v);
+      sync_threads();
+      float sf[FS][Shape::C];
+      TESSERA_UNROLL
+      for (int f = 0; f < FS; ++f) {  // S = Q K^T
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) sf[f][e] = 0.0f;
+        TESSERA_UNROLL
+        for (int kk = 0; kk < KD; ++kk) {
+          uint32_t kw[Shape::B / 2];
+          load_b_words_nk<Shape>(kw, ks, kLdK, f * Shape::N, kk * Shape::K, ln);
+          mma_w<Shape, T>(sf[f], qf[kk], kw);
+        }
+      }
+      const bool masked = j0 + kKeys > kfull;
+      float mx[S];
+      TESSERA_UNROLL
+      for (int s = 0; s < S; ++s) mx[s] = -INFINITY;
+      TESSERA_UNROLL
+      for (int f = 0; f < FS; ++f) {
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) {
+          float x = sf[f][e] * scale2;
+          if (masked) {
+            const int64_t i = i0 + w0 + Shape::c_row(ln, e), j = j0 + f * Shape::N + Shape::c_col(ln, e);
+            if (i >= a.tq || j >= kernels::attention_key_end(i, a.tq, a.tk, a.causal)) x = -INFINITY;
+          }
+          sf[f][e] = x;
+          mx[Shape::slot(e)] = fmaxf(mx[Shape::slot(e)], x);
+        }
+      }
+      float base[S], alpha[S];
+      TESSERA_UNROLL
+      for (int s = 0; s < S; ++s) {
+        const float mn = fmaxf(m[s], row_allreduce<Shape>(mx[s], MaxOp<float>{}));
+        base[s] = mn == -INFINITY ? 0.0f : mn;  // a row with no key yet: p = 0, not NaN
+        alpha[s] = ::exp2f(m[s] - base[s]);
+        m[s] = mn;
+        l[s] *= alpha[s];
+      }
+      TESSERA_UNROLL
+      for (int f = 0; f < FS; ++f) {
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) {
+          float p = ::exp2f(sf[f][e] - base[Shape::slot(e)]);
+          l[Shape::slot(e)] += p;  // this lane's part of the row sum: reduced across lanes once, at the end
+          if (a.keep < 1.0f)
+            p *= dropout_factor<float>(a, bh * a.tq + i0 + w0 + Shape::c_row(ln, e), j0 + f * Shape::N + Shape::c_col(ln, e));
+          sf[f][e] = p;
+        }
+      }
+      TESSERA_UNROLL
+      for (int f = 0; f < FD; ++f) {
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) of[f][e] *= alpha[Shape::slot(e)];
+      }
+      accum_to_shared<Shape, T, FS>(sf, mine, kLdV, ln);
+      TESSERA_UNROLL
+      for (int kk = 0; kk < KT; ++kk) {  // O += P V
+        uint32_t pw[Shape::A / 2];
+        accum_to_a<Shape, T, FS>(sf, kk, pw, mine, kLdV, ln);
+        TESSERA_UNROLL
+        for (int f = 0; f < FD; ++f) {
+          uint32_t vw[Shape::B / 2];
+          load_b_words_nk<Shape>(vw, vt, kLdV, f * Shape::N, kk * Shape::K, ln);
+          mma_w<Shape, T>(of[f], pw, vw);
+        }
+      }
+      sync_threads();  // before the next tile overwrites ks, vt and the warps' P rows
+    }
+    TESSERA_UNROLL
+    for (int s = 0; s < S; ++s) l[s] = row_allreduce<Shape>(l[s], SumOp<float>{});
+    TESSERA_UNROLL
+    for (int f = 0; f < FD; ++f) {
+      TESSERA_UNROLL
+      for (int e = 0; e < Shape::C; ++e) {
+        const int64_t i = i0 + w0 + Shape::c_row(ln, e);
+        const int x = f * Shape::N + Shape::c_col(ln, e);
+        const float li = l[Shape::slot(e)];
+        if (i < a.tq && x < a.dv) o[(bh * a.tq + i) * a.dv + x] = static_cast<T>(li > 0 ? of[f][e] / li : 0.0f);
+      }
+    }
+    TESSERA_UNROLL
+    for (int e = 0; e < Shape::C; ++e) {  // one lane per row (the one holding column 0)
+      const int64_t i = i0 + w0 + Shape::c_row(ln, e);
+      const float li = l[Shape::slot(e)];
+      if (Shape::c_col(ln, e) == 0 && i < a.tq) lse[bh * a.tq + i] = li > 0 ? (m[Shape::slot(e)] + ::log2f(li)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+// The log-sum-exp of a row in log2 units, +inf for a row that saw no key (its p = exp2(s - inf) = 0).
+TESSERA_DEVICE float lse_log2(float lse) { return lse == -INFINITY ? INFINITY : lse * kLog2e; }
+
+// dK/dV: a block per 64 keys (16 per warp, held as A fragments: row = key), walking the query
+// tiles; per warp S^T = K Q^T and dP^T = V dO^T, P and dS on the accumulators, then dV += P^T dO
+// and dK += dS^T Q with P^T and dS^T as A fragments. kParts: which gradients this launch makes
+// (1 dV, 2 dK, 3 both); at head dim 128 one launch holding dK and dV accumulators beside the
+// K and V fragments would spill, so there each is its own launch (dK also recomputes dP).
+enum : int { kMakeDv = 1, kMakeDk = 2 };
+template <class Shape, class T, int kD, int kParts>
+TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
+                                         T* dk, T* dv) {
+  constexpr bool kDv = (kParts & kMakeDv) != 0, kDk = (kParts & kMakeDk) != 0;
+  // Queries per step: fewer as the head dim grows, so that S^T and dP^T fit beside the K, V, dK and
+  // dV fragments without spilling on sm_90.
+  constexpr int kKeys = 4 * Shape::M, kQ = kD >= 128 ? 16 : (kD >= 64 ? 32 : 64), kLd = kD + 8, kLdQ = kQ + 8;
+  constexpr int FQ = kQ / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KQ = kQ / Shape::K;
+  TESSERA_SHARED_ARRAY16(uint16_t, qs, kQ * kLd);
+  TESSERA_SHARED_ARRAY16(uint16_t, dos, kQ * kLd);
+  TESSERA_SHARED_ARRAY(float, rows, 2 * kQ);  // log2-unit lse and delta of the query tile
+  TESSERA_SHARED_ARRAY16(uint16_t, pz, Shape::kCIsA || !kDv ? 8 : kKeys * kLdQ);
+  TESSERA_SHARED_ARRAY16(uint16_t, dss, Shape::kCIsA || !kDk ? 8 : kKeys * kLdQ);
+  const int tid = static_cast<int>(thread_x()), ln = lane(), w0 = tid / Shape::Warp * Shape::M;
+  uint16_t* pz_mine = pz + (Shape::kCIsA || !kDv ? 0 : w0 * kLdQ);
+  uint16_t* ds_mine = dss + (Shape::kCIsA || !kDk ? 0 : w0 * kLdQ);
+  const float scale = static_cast<float>(a.scale), scale2 = scale * kLog2e;
+  const bool vec_q = rows_vectorizable(q, a.d, kD), vec_o = rows_vectorizable(go, a.dv, kD);
+  const int64_t ktiles = (a.tk + kKeys - 1) / kKeys;
+  for (int64_t tile = block_x(); tile < a.bh * ktiles; tile += grid_dim_x()) {
+    const int64_t bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;  // causal: the first key tiles see the most queries
+    uint32_t kf[KD][Shape::A / 2], vf[kDk ? KD : 1][Shape::A / 2];
+    load_a_global<Shape, T, KD>(kf, k + bh * a.tk * a.d, a.tk, a.d, j0 + w0, ln);
+    if constexpr (kDk) load_a_global<Shape, T, KD>(vf, v + bh * a.tk * a.dv, a.tk, a.dv, j0 + w0, ln);
+    float dkf[kDk ? FD : 1][Shape::C], dvf[kDv ? FD : 1][Shape::C];
+    TESSERA_UNROLL
+    for (int f = 0; f < FD; ++f) {
+      TESSERA_UNROLL
+      for (int e = 0; e < Shape::C; ++e) {
+        if constexpr (kDk) dkf[f][e] = 0.0f;
+        if constexpr (kDv) dvf[f][e] = 0.0f;
+      }
+    }
+    int64_t first = a.causal ? j0 - (a.tk - a.tq) : 0;
+    first = first < 0 ? 0 : first / kQ * kQ;
+    const uint16_t* qb = reinterpret_cast<const uint16_t*>(q + bh * a.tq * a.d);
+    const uint16_t* ob = reinterpret_cast<const uint16_t*>(go + bh * a.tq * a.dv);
+    for (int64_t i0 = first; i0 < a.tq; i0 += kQ) {
+      stage_rows<kD>(qb, a.tq, a.d, i0, kQ, qs, kLd, vec_q);
+      stage_rows<kD>(ob, a.tq, a.dv, i0, kQ, dos, kLd, vec_o);
+      if (tid < kQ) {
+        const bool in = i0 + tid < a.tq;
+        rows[tid] = in ? lse_log2(lse[bh * a.tq + i0 + tid]) : INFINITY;
+        rows[kQ + tid] = in ? delta[bh * a.tq + i0 + tid] : 0.0f;
+      }
+      sync_threads();
+      float sf[FQ][Shape::C], pf[FQ][Shape::C];
+      TESSERA_UNROLL
+      for (int f = 0; f < FQ; ++f) {  // S^T = K Q^T, dP^T = V dO^T: B[x][i] = Q[i][x], dO[i][x]
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) sf[f][e] = 0.0f, pf[f][e] = 0.0f;
+        TESSERA_UNROLL
+        for (int kk = 0; kk < KD; ++kk) {
+          uint32_t w[Shape::B / 2];
+          load_b_words_nk<Shape>(w, qs, kLd, f * Shape::N, kk * Shape::K, ln);
+          mma_w<Shape, T>(sf[f], kf[kk], w);
+          if constexpr (kDk) {
+            load_b_words_nk<Shape>(w, dos, kLd, f * Shape::N, kk * Shape::K, ln);
+            mma_w<Shape, T>(pf[f], vf[kk], w);
+          }
+        }
+      }
+      // Every (key, query) pair of the step is visible unless it reaches the causal edge or a border.
+      const bool masked = i0 + kQ > a.tq || j0 + kKeys > kernels::attention_key_end(i0, a.tq, a.tk, a.causal);
+      TESSERA_UNROLL
+      for (int f = 0; f < FQ; ++f) {
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) {
+          const int ci = f * Shape::N + Shape::c_col(ln, e);
+          const int64_t j = j0 + w0 + Shape::c_row(ln, e), i = i0 + ci;
+          const bool valid = !masked || (i < a.tq && j < a.tk && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal));
+          float p = valid ? ::exp2f(sf[f][e] * scale2 - rows[ci]) : 0.0f;
+          const float z = a.keep < 1.0f ? dropout_factor<float>(a, bh * a.tq + i, j) : 1.0f;
+          pf[f][e] = p * (pf[f][e] * z - rows[kQ + ci]);  // dS (used only where dK is made)
+          sf[f][e] = p * z;
+        }
+      }
+      if constexpr (kDv) accum_to_shared<Shape, T, FQ>(sf, pz_mine, kLdQ, ln);
+      if constexpr (kDk) accum_to_shared<Shape, T, FQ>(pf, ds_mine, kLdQ, ln);
+      TESSERA_UNROLL
+      for (int kk = 0; kk < KQ; ++kk) {  // dV += P^T dO, dK += dS^T Q (the scale at the end)
+        uint32_t pa[Shape::A / 2], sa[Shape::A / 2];
+        if constexpr (kDv) accum_to_a<Shape, T, FQ>(sf, kk, pa, pz_mine, kLdQ, ln);
+        if constexpr (kDk) accum_to_a<Shape, T, FQ>(pf, kk, sa, ds_mine, kLdQ, ln);
+        TESSERA_UNROLL
+        for (int f = 0; f < FD; ++f) {
+          uint32_t w[Shape::B / 2];
+          if constexpr (kDv) {
+            load_b_words_kn<Shape>(w, dos, kLd, kk * Shape::K, f * Shape::N, ln);
+            mma_w<Shape, T>(dvf[f], pa, w);
+          }
+          if constexpr (kDk) {
+            load_b_words_kn<Shape>(w, qs, kLd, kk * Shape::K, f * Shape::N, ln);
+            mma_w<Shape, T>(dkf[f], sa, w);
+          }
+        }
+      }
+      sync_threads();  // before the next query tile overwrites the shared tiles
+    }
+    TESSERA_UNROLL
+    for (int f = 0; f < FD; ++f) {
+      TESSERA_UNROLL
+      for (int e = 0; e < Shape::C; ++e) {
+        const int64_t j = j0 + w0 + Shape::c_row(ln, e);
+        const int x = f * Shape::N + Shape::c_col(ln, e);
+        if (j >= a.tk) continue;
+        if constexpr (kDk) {
+          if (x < a.d) dk[(bh * a.tk + j) * a.d + x] = static_cast<T>(dkf[f][e] * scale);
+        }
+        if constexpr (kDv) {
+          if (x < a.dv) dv[(bh * a.tk + j) * a.dv + x] = static_cast<T>(dvf[f][e]);
+        }
+      }
+    }
+  }
+}
+
+// dQ: a block per 64 queries walking the key tiles (64 keys, 32 at head dim 128): S = Q K^T and
+// dP = dO V^T on the accumulators, dS as the A fragments of dQ += dS K.
+template <class Shape, class T, int kD>
+TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
+                                       T* dq) {
+  constexpr int kRows = 4 * Shape::M, kKeys = kD >= 128 ? 32 : 64, kLd = kD + 8, kLdS = kKeys + 8, S = Shape::kRowSlots;
+  constexpr int FS = kKeys / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kKeys / Shape::K;
+  TESSERA_SHARED_ARRAY16(uint16_t, ks, kKeys * kLd);
+  TESSERA_SHARED_ARRAY16(uint16_t, vs, kKeys * kLd);
+  // The block's output-gradient rows stay in shared memory, read as A fragments where used:
+  // held in registers beside Q and dQ they pushed the head-dim-128 kernel into spills on sm_90.
+  TESSERA_SHARED_ARRAY16(uint16_t, os, kRows * kLd);
+  TESSERA_SHARED_ARRAY16(uint16_t, dss, Shape::kCIsA ? 8 : kRows * kLdS);
+  const int tid = static_cast<int>(thread_x()), ln = lane(), w0 = tid / Shape::Warp * Shape::M;
+  uint16_t* ds_mine = dss + (Shape::kCIsA ? 0 : w0 * kLdS);
+  const float scale = static_cast<float>(a.scale), scale2 = scale * kLog2e;
+  const bool vec_k = rows_vectorizable(k, a.d, kD), vec_v = rows_vectorizable(v, a.dv, kD), vec_o = rows_vectorizable(go, a.dv, kD);
+  const int64_t qtiles = (a.tq + kRows - 1) / kRows;
+  for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
+    const int64_t bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;  // the most keys first
+    uint32_t qf[KD][Shape::A / 2];
+    load_a_global<Shape, T, KD>(qf, q + bh * a.tq * a.d, a.tq, a.d, i0 + w0, ln);
+    float lse2[S], dl[S];
+    TESSERA_UNROLL
+    for (int e = 0; e < Shape::C; ++e) {
+      const int64_t i = i0 + w0 + Shape::c_row(ln, e);
+      lse2[Shape::slot(e)] = i < a.tq ? lse_log2(lse[bh * a.tq + i]) : INFINITY;
+      dl[Shape::slot(e)] = i < a.tq ? delta[bh * a.tq + i] : 0.0f;
+    }
+    sync_threads();  // the previous tile's last reads of os are done
+    stage_rows<kD>(reinterpret_cast<const uint16_t*>(go + bh * a.tq * a.dv), a.tq, a.dv, i0, kRows, os, kLd, vec_o);
+    float dqf[FD][Shape::C];
+    TESSERA_UNROLL
+    for (int f = 0; f < FD; ++f) {
+      TESSERA_UNROLL
+      for (int e = 0; e < Shape::C; ++e) dqf[f][e] = 0.0f;
+    }
+    const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
+    const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
+    const int64_t kfull = kernels::attention_key_end(i0, a.tq, a.tk, a.causal);
+    const uint16_t* kb = reinterpret_cast<const uint16_t*>(k + bh * a.tk * a.d);
+    const uint16_t* vb = reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv);
+    for (int64_t j0 = 0; j0 < kend; j0 += kKeys) {
+      stage_rows<kD>(kb, a.tk, a.d, j0, kKeys, ks, kLd, vec_k);
+      stage_rows<kD>(vb, a.tk, a.dv, j0, kKeys, vs, kLd, vec_v);
+      sync_threads();
+      float sf[FS][Shape::C], pf[FS][Shape::C];
+      TESSERA_UNROLL
+      for (int f = 0; f < FS; ++f) {
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) sf[f][e] = 0.0f, pf[f][e] = 0.0f;
+      }
+      TESSERA_UNROLL
+      for (int kk = 0; kk < KD; ++kk) {  // S = Q K^T, dP = dO V^T
+        uint32_t oa[Shape::A / 2];
+        load_a_words<Shape>(oa, os, kLd, w0, kk * Shape::K, ln);
+        TESSERA_UNROLL
+        for (int f = 0; f < FS; ++f) {
+          uint32_t w[Shape::B / 2];
+          load_b_words_nk<Shape>(w, ks, kLd, f * Shape::N, kk * Shape::K, ln);
+          mma_w<Shape, T>(sf[f], qf[kk], w);
+          load_b_words_nk<Shape>(w, vs, kLd, f * Shape::N, kk * Shape::K, ln);
+          mma_w<Shape, T>(pf[f], oa, w);
+        }
+      }
+      const bool masked = j0 + kKeys > kfull;
+      TESSERA_UNROLL
+      for (int f = 0; f < FS; ++f) {
+        TESSERA_UNROLL
+        for (int e = 0; e < Shape::C; ++e) {
+          const int64_t i = i0 + w0 + Shape::c_row(ln, e), j = j0 + f * Shape::N + Shape::c_col(ln, e);
+          const bool valid = !masked || (i < a.tq && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal));
+          const float p = valid ? ::exp2f(sf[f][e] * scale2 - lse2[Shape::slot(e)]) : 0.0f;
+          const float z = a.keep < 1.0f ? dropout_factor<float>(a, bh * a.tq + i, j) : 1.0f;
+          sf[f][e] = p * (pf[f][e] * z - dl[Shape::slot(e)]);  // dS
+        }
+      }
+      accum_to_shared<Shape, T, FS>(sf, ds_mine, kLdS, ln);
+      TESSERA_UNROLL
+      for (int kk = 0; kk < KT; ++kk) {  // dQ += dS K
+        uint32_t sa[Shape::A / 2];
+        accum_to_a<Shape, T, FS>(sf, kk, sa, ds_mine, kLdS, ln);
+        TESSERA_UNROLL
+        for (int f = 0; f < FD; ++f) {
+          uint32_t w[Shape::B / 2];
+          load_b_words_kn<Shape>(w, ks, kLd, kk * Shape::K, f * Shape::N, ln);
+          mma_w<Shape, T>(dqf[f], sa, w);
+        }
+      }
+      sync_threads();
+    }
+    TESSERA_UNROLL
+    for (int f = 0; f < FD; ++f) {
+      TESSERA_UNROLL
+      for (int e = 0; e < Shape::C; ++e) {
+        const int64_t i = i0 + w0 + Shape::c_row(ln, e);
+        const int x = f * Shape::N + Shape::c_col(ln, e);
+        if (i < a.tq && x < a.d) dq[(bh * a.tq + i) * a.d + x] = static_cast<T>(dqf[f][e] * scale);
+      }
+    }
+  }
+}
+
+// Launches the MMA backward (dK/dV and dQ) when T is 16-bit and the device has matrix units.
+template <class T, int kD>
+bool attention_bwd_mma(const AttnArgs& a, const T* go, const T* q, const T* k, const T* v, const compute_t<T>* lse,
+                       const compute_t<T>* delta, T* dq, T* dk, T* dv) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    const Grid kv_grid = tiles_grid(a.bh * ((a.tk + 63) / 64)), q_grid = tiles_grid(a.bh * ((a.tq + 63) / 64));
+    return with_mma_shape([&]<class Shape>() {
+      if constexpr (kD >= 128) {  // two launches, each with half the accumulators (see the kernel)
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDk>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+      } else {
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv | kMakeDk>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta,
+               dk, dv);
+      }
+      launch(attn_dq_mma_kernel<Shape, T, kD>, q_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dq);
+    });
+  } else {
+    (void)a, (void)go, (void)q, (void)k, (void)v, (void)lse, (void)delta, (void)dq, (void)dk, (void)dv;
+  }
+  return false;
+}
+
+// Launches the MMA forward when T is 16-bit and the device has matrix units; false otherwise.
+template <class T, int kD>
+bool attention_fwd_mma(const AttnArgs& a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    const int64_t tiles = a.bh * ((a.tq + 63) / 64);  // 4 x 16 rows per block for both shapes
+    return with_mma_shape([&]<class Shape>() {
+      launch(attn_fwd_mma_kernel<Shape, T, kD>, tiles_grid(tiles), Grid{4 * Shape::Warp}, 0, true, a, q, k, v, o, lse);
+    });
+  } else {
+    (void)a, (void)q, (void)k, (void)v, (void)o, (void)lse;
+  }
+  return false;
+}
