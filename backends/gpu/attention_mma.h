@@ -34,44 +34,23 @@ TESSERA_DEVICE bool rows_vectorizable(const void* p, int64_t width, int kD) {
   return width == kD && kD % 8 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-/** rows x kD tile of a row-major 16-bit matrix [nrows, width] from row r0 into dst[r * ld + x]
- *  (ld a multiple of 8), zeros past the matrix; 16-byte copies when `vec`. */
+/** Starts the copy of a rows x kD tile of a row-major 16-bit matrix [nrows, width] (rows from
+ *  r0) into dst[r * ld + x] (ld a multiple of 8), zeros past the matrix: asynchronous 16-byte
+ *  copies when `vec` (complete after async_copy_wait and a barrier), else element by element. */
 template <int kD>
-TESSERA_DEVICE void stage_rows(const uint16_t* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld, bool vec) {
+TESSERA_DEVICE void issue_rows(const uint16_t* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld, bool vec) {
   const int tid = static_cast<int>(thread_x()), nt = static_cast<int>(block_dim_x());
   if (vec) {
     constexpr int kChunks = kD / 8;
     for (int c = tid; c < rows * kChunks; c += nt) {
       const int r = c / kChunks, x = (c % kChunks) * 8;
-      Bits8 b{};
-      if (r0 + r < nrows) b = *reinterpret_cast<const Bits8*>(src + (r0 + r) * kD + x);
-      *reinterpret_cast<Bits8*>(dst + r * ld + x) = b;
+      const bool in = r0 + r < nrows;
+      async_copy16(dst + r * ld + x, in ? src + (r0 + r) * kD + x : src, in);
     }
   } else {
     for (int e = tid; e < rows * kD; e += nt) {
       const int r = e / kD, x = e % kD;
       dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x] : uint16_t{0};
-    }
-  }
-}
-
-/** The same tile transposed, dst[x * ld + r]: lanes run along rows, so a warp's 16-bit stores
- *  fill consecutive halves of the same shared-memory words. */
-template <int kD>
-TESSERA_DEVICE void stage_cols(const uint16_t* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld, bool vec) {
-  const int tid = static_cast<int>(thread_x()), nt = static_cast<int>(block_dim_x());
-  if (vec) {
-    for (int c = tid; c < rows * (kD / 8); c += nt) {
-      const int r = c % rows, x = (c / rows) * 8;
-      Bits8 b{};
-      if (r0 + r < nrows) b = *reinterpret_cast<const Bits8*>(src + (r0 + r) * kD + x);
-      TESSERA_UNROLL
-      for (int t = 0; t < 8; ++t) dst[(x + t) * ld + r] = b.v[t];
-    }
-  } else {
-    for (int e = tid; e < rows * kD; e += nt) {
-      const int r = e % rows, x = e / rows;
-      dst[x * ld + r] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x] : uint16_t{0};
     }
   }
 }
@@ -88,13 +67,24 @@ TESSERA_DEVICE void load_b_words_nk(uint32_t (&w)[Shape::B / 2], const uint16_t*
   TESSERA_UNROLL
   for (int e = 0; e < Shape::B; e += 2) w[e / 2] = load_pair(t + (n0 + Shape::b_col(ln, e)) * ld + k0 + Shape::b_row(ln, e));
 }
-/** B[k][n] = t[(k0 + k) * ld + n0 + n] (stored k-major): two 16-bit reads per word. */
+/** B[k][n] = t[(k0 + k) * ld + n0 + n] (stored k-major): the two elements of a word are in
+ *  different rows. On sm_80+ one ldmatrix.trans (lanes 0-15 address the rows k0..k0+15, 16-byte
+ *  aligned; lane l receives B[(l % 4) * 2 + {0, 1} (+ 8)][l / 4], the mma.sync B fragment);
+ *  elsewhere two 16-bit reads per word. */
 template <class Shape>
 TESSERA_DEVICE void load_b_words_kn(uint32_t (&w)[Shape::B / 2], const uint16_t* t, int ld, int k0, int n0, int ln) {
-  TESSERA_UNROLL
-  for (int e = 0; e < Shape::B; e += 2) {
-    w[e / 2] = pack_bits(t[(k0 + Shape::b_row(ln, e)) * ld + n0 + Shape::b_col(ln, e)],
-                         t[(k0 + Shape::b_row(ln, e + 1)) * ld + n0 + Shape::b_col(ln, e + 1)]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<Shape, MmaSync16x8x16>) {
+    const auto row = static_cast<unsigned>(__cvta_generic_to_shared(t + (k0 + (ln & 15)) * ld + n0));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(w[0]), "=r"(w[1]) : "r"(row));
+  } else
+#endif
+  {
+    TESSERA_UNROLL
+    for (int e = 0; e < Shape::B; e += 2) {
+      w[e / 2] = pack_bits(t[(k0 + Shape::b_row(ln, e)) * ld + n0 + Shape::b_col(ln, e)],
+                           t[(k0 + Shape::b_row(ln, e + 1)) * ld + n0 + Shape::b_col(ln, e + 1)]);
+    }
   }
 }
 /** A fragments (row-major [rows, cols] global matrix, rows from r0 + the shape's rows): zeros
@@ -160,14 +150,15 @@ TESSERA_DEVICE void accum_to_shared(const float (*c)[Shape::C], uint16_t* mine, 
 
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
-// Forward: a block per 64 queries (16 per warp), key tiles of 64; the query tiles with the most
-// keys first (causal), so that a grid of more blocks than fit ends evenly.
+// Forward: a block per 64 queries (16 per warp), key tiles of 64 (32 at head dim 128, so that two
+// K and two V tiles fit the 48 KiB of static shared memory); the query tiles with the most keys
+// first (causal), so that a grid of more blocks than fit ends evenly.
 template <class Shape, class T, int kD>
 TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
-  constexpr int kRows = 4 * Shape::M, kKeys = 64, kLdK = kD + 8, kLdV = kKeys + 8, S = Shape::kRowSlots;
+  constexpr int kRows = 4 * Shape::M, kKeys = kD >= 128 ? 32 : 64, kLdK = kD + 8, kLdV = kKeys + 8, S = Shape::kRowSlots;
   constexpr int FS = kKeys / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kKeys / Shape::K;
-  TESSERA_SHARED_ARRAY16(uint16_t, ks, kKeys * kLdK);  // K tile, row = key
-  TESSERA_SHARED_ARRAY16(uint16_t, vt, kD * kLdV);     // V tile transposed, row = head-dim index
+  TESSERA_SHARED_ARRAY16(uint16_t, ks, 2 * kKeys * kLdK);  // two K tiles (double buffered), row = key
+  TESSERA_SHARED_ARRAY16(uint16_t, vs, 2 * kKeys * kLdK);  // two V tiles, row = key
   TESSERA_SHARED_ARRAY16(uint16_t, ps, Shape::kCIsA ? 8 : kRows * kLdV);
   const int tid = static_cast<int>(thread_x()), ln = lane(), w0 = tid / Shape::Warp * Shape::M;
   uint16_t* mine = ps + (Shape::kCIsA ? 0 : w0 * kLdV);
@@ -191,9 +182,24 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
     const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
     const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
     const int64_t kfull = kernels::attention_key_end(i0, a.tq, a.tk, a.causal);  // keys every row of the block sees
-    for (int64_t j0 = 0; j0 < kend; j0 += kKeys) {
-      stage_rows<kD>(kb, a.tk, a.d, j0, kKeys, ks, kLdK, vec_k);
-      stage_cols<kD>(vb, a.tk, a.dv, j0, kKeys, vt, kLdV, vec_v);
+    const int64_t ntiles = (kend + kKeys - 1) / kKeys;
+    if (ntiles > 0) {
+      issue_rows<kD>(kb, a.tk, a.d, 0, kKeys, ks, kLdK, vec_k);
+      issue_rows<kD>(vb, a.tk, a.dv, 0, kKeys, vs, kLdK, vec_v);
+      async_copy_commit();
+    }
+    for (int64_t t = 0; t < ntiles; ++t) {
+      const int64_t j0 = t * kKeys;
+      const uint16_t* kt = ks + (t & 1) * kKeys * kLdK;
+      const uint16_t* vt = vs + (t & 1) * kKeys * kLdK;
+      if (t + 1 < ntiles) {  // the next tile's copies fly while this one is multiplied
+        issue_rows<kD>(kb, a.tk, a.d, j0 + kKeys, kKeys, ks + ((t + 1) & 1) * kKeys * kLdK, kLdK, vec_k);
+        issue_rows<kD>(vb, a.tk, a.dv, j0 + kKeys, kKeys, vs + ((t + 1) & 1) * kKeys * kLdK, kLdK, vec_v);
+        async_copy_commit();
+        async_copy_wait<1>();
+      } else {
+        async_copy_wait<0>();
+      }
       sync_threads();
       float sf[FS][Shape::C];
       TESSERA_UNROLL
@@ -203,7 +209,7 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
         TESSERA_UNROLL
         for (int kk = 0; kk < KD; ++kk) {
           uint32_t kw[Shape::B / 2];
-          load_b_words_nk<Shape>(kw, ks, kLdK, f * Shape::N, kk * Shape::K, ln);
+          load_b_words_nk<Shape>(kw, kt, kLdK, f * Shape::N, kk * Shape::K, ln);
           mma_w<Shape, T>(sf[f], qf[kk], kw);
         }
       }
@@ -257,11 +263,11 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
         TESSERA_UNROLL
         for (int f = 0; f < FD; ++f) {
           uint32_t vw[Shape::B / 2];
-          load_b_words_nk<Shape>(vw, vt, kLdV, f * Shape::N, kk * Shape::K, ln);
+          load_b_words_kn<Shape>(vw, vt, kLdK, kk * Shape::K, f * Shape::N, ln);
           mma_w<Shape, T>(of[f], pw, vw);
         }
       }
-      sync_threads();  // before the next tile overwrites ks, vt and the warps' P rows
+      sync_threads();  // before the copies of tile t + 2 overwrite this buffer, and the next P rows
     }
     TESSERA_UNROLL
     for (int s = 0; s < S; ++s) l[s] = row_allreduce<Shape>(l[s], SumOp<float>{});
@@ -291,32 +297,34 @@ TESSERA_DEVICE float lse_log2(float lse) { return lse == -INFINITY ? INFINITY : 
 // tiles; per warp S^T = K Q^T and dP^T = V dO^T, P and dS on the accumulators, then dV += P^T dO
 // and dK += dS^T Q with P^T and dS^T as A fragments. kParts: which gradients this launch makes
 // (1 dV, 2 dK, 3 both); at head dim 128 one launch holding dK and dV accumulators beside the
-// K and V fragments would spill, so there each is its own launch (dK also recomputes dP).
+// K and V fragments would spill, so there each is its own launch (dK also recomputes dP, with
+// the block's V rows in shared memory rather than registers).
 enum : int { kMakeDv = 1, kMakeDk = 2 };
 template <class Shape, class T, int kD, int kParts>
 TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
                                          T* dk, T* dv) {
-  constexpr bool kDv = (kParts & kMakeDv) != 0, kDk = (kParts & kMakeDk) != 0;
+  constexpr bool kDv = (kParts & kMakeDv) != 0, kDk = (kParts & kMakeDk) != 0, kVShared = kDk && !kDv;
   // Queries per step: fewer as the head dim grows, so that S^T and dP^T fit beside the K, V, dK and
   // dV fragments without spilling on sm_90.
-  constexpr int kKeys = 4 * Shape::M, kQ = kD >= 128 ? 16 : (kD >= 64 ? 32 : 64), kLd = kD + 8, kLdQ = kQ + 8;
+  constexpr int kKeys = 4 * Shape::M, kQ = kD >= 64 ? 16 : 64, kLd = kD + 8, kLdQ = kQ + 8;
   constexpr int FQ = kQ / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KQ = kQ / Shape::K;
-  TESSERA_SHARED_ARRAY16(uint16_t, qs, kQ * kLd);
-  TESSERA_SHARED_ARRAY16(uint16_t, dos, kQ * kLd);
-  TESSERA_SHARED_ARRAY(float, rows, 2 * kQ);  // log2-unit lse and delta of the query tile
+  TESSERA_SHARED_ARRAY16(uint16_t, qs, 2 * kQ * kLd);  // two query tiles (double buffered)
+  TESSERA_SHARED_ARRAY16(uint16_t, dos, 2 * kQ * kLd);
+  TESSERA_SHARED_ARRAY(float, rows, 2 * 2 * kQ);  // log2-unit lse and delta of each query tile
+  TESSERA_SHARED_ARRAY16(uint16_t, vsh, kVShared ? kKeys * kLd : 8);
   TESSERA_SHARED_ARRAY16(uint16_t, pz, Shape::kCIsA || !kDv ? 8 : kKeys * kLdQ);
   TESSERA_SHARED_ARRAY16(uint16_t, dss, Shape::kCIsA || !kDk ? 8 : kKeys * kLdQ);
   const int tid = static_cast<int>(thread_x()), ln = lane(), w0 = tid / Shape::Warp * Shape::M;
   uint16_t* pz_mine = pz + (Shape::kCIsA || !kDv ? 0 : w0 * kLdQ);
   uint16_t* ds_mine = dss + (Shape::kCIsA || !kDk ? 0 : w0 * kLdQ);
   const float scale = static_cast<float>(a.scale), scale2 = scale * kLog2e;
-  const bool vec_q = rows_vectorizable(q, a.d, kD), vec_o = rows_vectorizable(go, a.dv, kD);
+  const bool vec_q = rows_vectorizable(q, a.d, kD), vec_o = rows_vectorizable(go, a.dv, kD), vec_v = rows_vectorizable(v, a.dv, kD);
   const int64_t ktiles = (a.tk + kKeys - 1) / kKeys;
   for (int64_t tile = block_x(); tile < a.bh * ktiles; tile += grid_dim_x()) {
     const int64_t bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;  // causal: the first key tiles see the most queries
-    uint32_t kf[KD][Shape::A / 2], vf[kDk ? KD : 1][Shape::A / 2];
+    uint32_t kf[KD][Shape::A / 2], vf[kDk && !kVShared ? KD : 1][Shape::A / 2];
     load_a_global<Shape, T, KD>(kf, k + bh * a.tk * a.d, a.tk, a.d, j0 + w0, ln);
-    if constexpr (kDk) load_a_global<Shape, T, KD>(vf, v + bh * a.tk * a.dv, a.tk, a.dv, j0 + w0, ln);
+    if constexpr (kDk && !kVShared) load_a_global<Shape, T, KD>(vf, v + bh * a.tk * a.dv, a.tk, a.dv, j0 + w0, ln);
     float dkf[kDk ? FD : 1][Shape::C], dvf[kDv ? FD : 1][Shape::C];
     TESSERA_UNROLL
     for (int f = 0; f < FD; ++f) {
@@ -330,13 +338,31 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
     first = first < 0 ? 0 : first / kQ * kQ;
     const uint16_t* qb = reinterpret_cast<const uint16_t*>(q + bh * a.tq * a.d);
     const uint16_t* ob = reinterpret_cast<const uint16_t*>(go + bh * a.tq * a.dv);
-    for (int64_t i0 = first; i0 < a.tq; i0 += kQ) {
-      stage_rows<kD>(qb, a.tq, a.d, i0, kQ, qs, kLd, vec_q);
-      stage_rows<kD>(ob, a.tq, a.dv, i0, kQ, dos, kLd, vec_o);
+    const auto issue = [&](int64_t i0, int buf) {  // the copies of one query tile into buffer `buf`
+      issue_rows<kD>(qb, a.tq, a.d, i0, kQ, qs + buf * kQ * kLd, kLd, vec_q);
+      issue_rows<kD>(ob, a.tq, a.dv, i0, kQ, dos + buf * kQ * kLd, kLd, vec_o);
       if (tid < kQ) {
         const bool in = i0 + tid < a.tq;
-        rows[tid] = in ? lse_log2(lse[bh * a.tq + i0 + tid]) : INFINITY;
-        rows[kQ + tid] = in ? delta[bh * a.tq + i0 + tid] : 0.0f;
+        rows[buf * 2 * kQ + tid] = in ? lse_log2(lse[bh * a.tq + i0 + tid]) : INFINITY;
+        rows[buf * 2 * kQ + kQ + tid] = in ? delta[bh * a.tq + i0 + tid] : 0.0f;
+      }
+      async_copy_commit();
+    };
+    if (first < a.tq) {
+      if constexpr (kVShared) {  // in the first tile's group; the previous tile's reads ended at its last barrier
+        issue_rows<kD>(reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv), a.tk, a.dv, j0, kKeys, vsh, kLd, vec_v);
+      }
+      issue(first, 0);
+    }
+    for (int64_t i0 = first, step = 0; i0 < a.tq; i0 += kQ, ++step) {
+      const int buf = static_cast<int>(step & 1);
+      const uint16_t *qt = qs + buf * kQ * kLd, *ot = dos + buf * kQ * kLd;
+      const float* rw = rows + buf * 2 * kQ;
+      if (i0 + kQ < a.tq) {  // the next tile's copies fly while this one is multiplied
+        issue(i0 + kQ, buf ^ 1);
+        async_copy_wait<1>();
+      } else {
+        async_copy_wait<0>();
       }
       sync_threads();
       float sf[FQ][Shape::C], pf[FQ][Shape::C];
@@ -347,10 +373,15 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
         TESSERA_UNROLL
         for (int kk = 0; kk < KD; ++kk) {
           uint32_t w[Shape::B / 2];
-          load_b_words_nk<Shape>(w, qs, kLd, f * Shape::N, kk * Shape::K, ln);
+          load_b_words_nk<Shape>(w, qt, kLd, f * Shape::N, kk * Shape::K, ln);
           mma_w<Shape, T>(sf[f], kf[kk], w);
-          if constexpr (kDk) {
-            load_b_words_nk<Shape>(w, dos, kLd, f * Shape::N, kk * Shape::K, ln);
+          if constexpr (kVShared) {
+            uint32_t va[Shape::A / 2];
+            load_a_words<Shape>(va, vsh, kLd, w0, kk * Shape::K, ln);
+            load_b_words_nk<Shape>(w, ot, kLd, f * Shape::N, kk * Shape::K, ln);
+            mma_w<Shape, T>(pf[f], va, w);
+          } else if constexpr (kDk) {
+            load_b_words_nk<Shape>(w, ot, kLd, f * Shape::N, kk * Shape::K, ln);
             mma_w<Shape, T>(pf[f], vf[kk], w);
           }
         }
@@ -364,9 +395,9 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
           const int ci = f * Shape::N + Shape::c_col(ln, e);
           const int64_t j = j0 + w0 + Shape::c_row(ln, e), i = i0 + ci;
           const bool valid = !masked || (i < a.tq && j < a.tk && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal));
-          float p = valid ? ::exp2f(sf[f][e] * scale2 - rows[ci]) : 0.0f;
+          float p = valid ? ::exp2f(sf[f][e] * scale2 - rw[ci]) : 0.0f;
           const float z = a.keep < 1.0f ? dropout_factor<float>(a, bh * a.tq + i, j) : 1.0f;
-          pf[f][e] = p * (pf[f][e] * z - rows[kQ + ci]);  // dS (used only where dK is made)
+          pf[f][e] = p * (pf[f][e] * z - rw[kQ + ci]);  // dS (used only where dK is made)
           sf[f][e] = p * z;
         }
       }
@@ -381,16 +412,16 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
         for (int f = 0; f < FD; ++f) {
           uint32_t w[Shape::B / 2];
           if constexpr (kDv) {
-            load_b_words_kn<Shape>(w, dos, kLd, kk * Shape::K, f * Shape::N, ln);
+            load_b_words_kn<Shape>(w, ot, kLd, kk * Shape::K, f * Shape::N, ln);
             mma_w<Shape, T>(dvf[f], pa, w);
           }
           if constexpr (kDk) {
-            load_b_words_kn<Shape>(w, qs, kLd, kk * Shape::K, f * Shape::N, ln);
+            load_b_words_kn<Shape>(w, qt, kLd, kk * Shape::K, f * Shape::N, ln);
             mma_w<Shape, T>(dkf[f], sa, w);
           }
         }
       }
-      sync_threads();  // before the next query tile overwrites the shared tiles
+      sync_threads();  // before the copies of tile step + 2 overwrite this buffer
     }
     TESSERA_UNROLL
     for (int f = 0; f < FD; ++f) {
@@ -410,15 +441,17 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
   }
 }
 
-// dQ: a block per 64 queries walking the key tiles (64 keys, 32 at head dim 128): S = Q K^T and
-// dP = dO V^T on the accumulators, dS as the A fragments of dQ += dS K.
+// dQ: a block per 64 queries walking the key tiles (double buffered; 64 keys, 32 where dS goes
+// through shared memory, 16 at head dim 128, to fit 48 KiB): S = Q K^T and dP = dO V^T on the
+// accumulators, dS as the A fragments of dQ += dS K.
 template <class Shape, class T, int kD>
 TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
                                        T* dq) {
-  constexpr int kRows = 4 * Shape::M, kKeys = kD >= 128 ? 32 : 64, kLd = kD + 8, kLdS = kKeys + 8, S = Shape::kRowSlots;
+  constexpr int kRows = 4 * Shape::M, kKeys = kD >= 128 ? 16 : (kD >= 64 || !Shape::kCIsA ? 32 : 64), kLd = kD + 8, kLdS = kKeys + 8;
+  constexpr int S = Shape::kRowSlots;
   constexpr int FS = kKeys / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kKeys / Shape::K;
-  TESSERA_SHARED_ARRAY16(uint16_t, ks, kKeys * kLd);
-  TESSERA_SHARED_ARRAY16(uint16_t, vs, kKeys * kLd);
+  TESSERA_SHARED_ARRAY16(uint16_t, ks, 2 * kKeys * kLd);  // two K and two V tiles, row = key
+  TESSERA_SHARED_ARRAY16(uint16_t, vs, 2 * kKeys * kLd);
   // The block's output-gradient rows stay in shared memory, read as A fragments where used:
   // held in registers beside Q and dQ they pushed the head-dim-128 kernel into spills on sm_90.
   TESSERA_SHARED_ARRAY16(uint16_t, os, kRows * kLd);
@@ -440,7 +473,6 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
       dl[Shape::slot(e)] = i < a.tq ? delta[bh * a.tq + i] : 0.0f;
     }
     sync_threads();  // the previous tile's last reads of os are done
-    stage_rows<kD>(reinterpret_cast<const uint16_t*>(go + bh * a.tq * a.dv), a.tq, a.dv, i0, kRows, os, kLd, vec_o);
     float dqf[FD][Shape::C];
     TESSERA_UNROLL
     for (int f = 0; f < FD; ++f) {
@@ -452,9 +484,24 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
     const int64_t kfull = kernels::attention_key_end(i0, a.tq, a.tk, a.causal);
     const uint16_t* kb = reinterpret_cast<const uint16_t*>(k + bh * a.tk * a.d);
     const uint16_t* vb = reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv);
-    for (int64_t j0 = 0; j0 < kend; j0 += kKeys) {
-      stage_rows<kD>(kb, a.tk, a.d, j0, kKeys, ks, kLd, vec_k);
-      stage_rows<kD>(vb, a.tk, a.dv, j0, kKeys, vs, kLd, vec_v);
+    const int64_t ntiles = (kend + kKeys - 1) / kKeys;
+    if (ntiles > 0) {  // dO rows in the first tile's group
+      issue_rows<kD>(reinterpret_cast<const uint16_t*>(go + bh * a.tq * a.dv), a.tq, a.dv, i0, kRows, os, kLd, vec_o);
+      issue_rows<kD>(kb, a.tk, a.d, 0, kKeys, ks, kLd, vec_k);
+      issue_rows<kD>(vb, a.tk, a.dv, 0, kKeys, vs, kLd, vec_v);
+      async_copy_commit();
+    }
+    for (int64_t t = 0; t < ntiles; ++t) {
+      const int64_t j0 = t * kKeys;
+      const uint16_t *kt = ks + (t & 1) * kKeys * kLd, *vt = vs + (t & 1) * kKeys * kLd;
+      if (t + 1 < ntiles) {  // the next tile's copies fly while this one is multiplied
+        issue_rows<kD>(kb, a.tk, a.d, j0 + kKeys, kKeys, ks + ((t + 1) & 1) * kKeys * kLd, kLd, vec_k);
+        issue_rows<kD>(vb, a.tk, a.dv, j0 + kKeys, kKeys, vs + ((t + 1) & 1) * kKeys * kLd, kLd, vec_v);
+        async_copy_commit();
+        async_copy_wait<1>();
+      } else {
+        async_copy_wait<0>();
+      }
       sync_threads();
       float sf[FS][Shape::C], pf[FS][Shape::C];
       TESSERA_UNROLL
@@ -469,9 +516,9 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
         TESSERA_UNROLL
         for (int f = 0; f < FS; ++f) {
           uint32_t w[Shape::B / 2];
-          load_b_words_nk<Shape>(w, ks, kLd, f * Shape::N, kk * Shape::K, ln);
+          load_b_words_nk<Shape>(w, kt, kLd, f * Shape::N, kk * Shape::K, ln);
           mma_w<Shape, T>(sf[f], qf[kk], w);
-          load_b_words_nk<Shape>(w, vs, kLd, f * Shape::N, kk * Shape::K, ln);
+          load_b_words_nk<Shape>(w, vt, kLd, f * Shape::N, kk * Shape::K, ln);
           mma_w<Shape, T>(pf[f], oa, w);
         }
       }
@@ -495,7 +542,7 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
         TESSERA_UNROLL
         for (int f = 0; f < FD; ++f) {
           uint32_t w[Shape::B / 2];
-          load_b_words_kn<Shape>(w, ks, kLd, kk * Shape::K, f * Shape::N, ln);
+          load_b_words_kn<Shape>(w, kt, kLd, kk * Shape::K, f * Shape::N, ln);
           mma_w<Shape, T>(dqf[f], sa, w);
         }
       }

@@ -391,6 +391,39 @@ template <class T> T* dynamic_shared() { return reinterpret_cast<T*>(emu::dynami
 TESSERA_DEVICE int64_t global_index() { return static_cast<int64_t>(block_x()) * block_dim_x() + thread_x(); }
 TESSERA_DEVICE int64_t grid_stride() { return static_cast<int64_t>(grid_dim_x()) * block_dim_x(); }
 
+/**
+ * A 16-byte copy from global to shared memory that may complete asynchronously (cp.async on
+ * sm_80+, so the loads of the next tile overlap the math on this one; a plain copy on older
+ * GPUs, AMD and the emulator): its data is the block's after async_copy_wait<N>() (at most N
+ * newer committed groups still in flight) and a barrier. `valid` false writes zeros and reads
+ * nothing (`gmem` must still be a device address). Both addresses 16-byte aligned.
+ */
+TESSERA_DEVICE void async_copy16(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(smem))), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  struct alignas(16) Chunk {
+    uint32_t w[4];
+  };
+  *static_cast<Chunk*>(smem) = valid ? *static_cast<const Chunk*>(gmem) : Chunk{};
+#endif
+}
+/** Closes the group of async_copy16 calls issued since the last commit. */
+TESSERA_DEVICE void async_copy_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+/** Waits until at most N of this thread's committed groups are in flight. */
+template <int N>
+TESSERA_DEVICE void async_copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 /** Launches `kernel` on the calling thread's current stream; throws on launch failure. */
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), Grid grid, Grid block, size_t shared_bytes, bool cooperative, Args... args) {
