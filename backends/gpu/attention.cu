@@ -298,7 +298,10 @@ void attention_fwd(const KernelCall& c) {
   const AttnArgs a = attn_args(c, q, k, v);
   with_bucket(c, q.dtype(), a.d, a.dv, [&]<class T, int kD>() {
     using C = compute_t<T>;
-    if (attention_fwd_mma<T, kD>(a, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]))) return;
+    if (attention_fwd_mma<T, kD>(a, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]),
+                                 q.device())) {
+      return;
+    }
     const int64_t tiles = a.bh * ((a.tq + attn_rows<C, kD>() - 1) / attn_rows<C, kD>());
     launch(attn_fwd_kernel<T, kD>, tiles_grid(tiles), Grid{kAttnThreads}, 0, true, a, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
            ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]));
@@ -315,7 +318,7 @@ void attention_bwd(const KernelCall& c) {
     launch(attn_delta_kernel<T>, warp_row_blocks(a.bh * a.tq), Grid{kThreads}, 0, true, a.bh * a.tq, a.dv, ptr<const T>(go),
            ptr<const T>(o), ptr<C>(delta));
     if (attention_bwd_mma<T, kD>(a, ptr<const T>(go), ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const C>(lse),
-                                 ptr<const C>(delta), ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), ptr<T>(c.outputs[2]))) {
+                                 ptr<const C>(delta), ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), ptr<T>(c.outputs[2]), q.device())) {
       return;
     }
     launch(attn_dkdv_kernel<T, kD>, tiles_grid(a.bh * ((a.tk + kRows - 1) / kRows)), Grid{kAttnThreads}, 0, true, a, ptr<const T>(go),

@@ -150,12 +150,43 @@ TESSERA_DEVICE void accum_to_shared(const float (*c)[Shape::C], uint16_t* mine, 
 
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
+/**
+ * A walk (keys for the forward and dQ, queries for dK/dV) split over n blocks per output tile:
+ * with few tiles (one head, long sequences) the causal triangle's longest tiles otherwise run
+ * alone while most SMs idle. With n > 1 each block writes f32 partial results to the workspace
+ * (part, part2: [n][rows][width]; m, l: [n][rows], log2 units), folded by attn_combine_kernel
+ * (forward) or attn_sum_parts_kernel (gradients).
+ */
+struct AttnSplit {
+  int n = 1;
+  float *part = nullptr, *part2 = nullptr, *m = nullptr, *l = nullptr;
+};
+/** Split `split` of n's share [begin, end) of `count` steps. */
+TESSERA_DEVICE void split_range(int64_t count, int split, int n, int64_t& begin, int64_t& end) {
+  begin = count * split / n;
+  end = count * (split + 1) / n;
+}
+
+// Tile sizes shared by the kernels and their launchers (see each kernel for why).
+template <int kD>
+constexpr int fwd_keys() {
+  return kD >= 128 ? 32 : 64;
+}
+template <class Shape, int kD>
+constexpr int dq_keys() {
+  return kD >= 128 ? 16 : (kD >= 64 || !Shape::kCIsA ? 32 : 64);
+}
+template <int kD>
+constexpr int dkdv_queries() {
+  return kD >= 64 ? 16 : 64;
+}
+
 // Forward: a block per 64 queries (16 per warp), key tiles of 64 (32 at head dim 128, so that two
 // K and two V tiles fit the 48 KiB of static shared memory); the query tiles with the most keys
 // first (causal), so that a grid of more blocks than fit ends evenly.
 template <class Shape, class T, int kD>
-TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
-  constexpr int kRows = 4 * Shape::M, kKeys = kD >= 128 ? 32 : 64, kLdK = kD + 8, kLdV = kKeys + 8, S = Shape::kRowSlots;
+TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, float* lse, AttnSplit sp) {
+  constexpr int kRows = 4 * Shape::M, kKeys = fwd_keys<kD>(), kLdK = kD + 8, kLdV = kKeys + 8, S = Shape::kRowSlots;
   constexpr int FS = kKeys / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kKeys / Shape::K;
   TESSERA_SHARED_ARRAY16(uint16_t, ks, 2 * kKeys * kLdK);  // two K tiles (double buffered), row = key
   TESSERA_SHARED_ARRAY16(uint16_t, vs, 2 * kKeys * kLdK);  // two V tiles, row = key
@@ -165,8 +196,9 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
   const float scale2 = static_cast<float>(a.scale) * kLog2e;
   const bool vec_k = rows_vectorizable(k, a.d, kD), vec_v = rows_vectorizable(v, a.dv, kD);
   const int64_t qtiles = (a.tq + kRows - 1) / kRows;
-  for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
-    const int64_t bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;
+  for (int64_t item = block_x(); item < a.bh * qtiles * sp.n; item += grid_dim_x()) {
+    const int64_t tile = item / sp.n, bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;
+    const int split = static_cast<int>(item % sp.n);
     const uint16_t* kb = reinterpret_cast<const uint16_t*>(k + bh * a.tk * a.d);
     const uint16_t* vb = reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv);
     uint32_t qf[KD][Shape::A / 2];
@@ -182,13 +214,14 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
     const int64_t last = i0 + kRows - 1 < a.tq ? i0 + kRows - 1 : a.tq - 1;
     const int64_t kend = kernels::attention_key_end(last, a.tq, a.tk, a.causal);
     const int64_t kfull = kernels::attention_key_end(i0, a.tq, a.tk, a.causal);  // keys every row of the block sees
-    const int64_t ntiles = (kend + kKeys - 1) / kKeys;
-    if (ntiles > 0) {
-      issue_rows<kD>(kb, a.tk, a.d, 0, kKeys, ks, kLdK, vec_k);
-      issue_rows<kD>(vb, a.tk, a.dv, 0, kKeys, vs, kLdK, vec_v);
+    int64_t tbegin = 0, ntiles = 0;
+    split_range((kend + kKeys - 1) / kKeys, split, sp.n, tbegin, ntiles);
+    if (ntiles > tbegin) {
+      issue_rows<kD>(kb, a.tk, a.d, tbegin * kKeys, kKeys, ks + (tbegin & 1) * kKeys * kLdK, kLdK, vec_k);
+      issue_rows<kD>(vb, a.tk, a.dv, tbegin * kKeys, kKeys, vs + (tbegin & 1) * kKeys * kLdK, kLdK, vec_v);
       async_copy_commit();
     }
-    for (int64_t t = 0; t < ntiles; ++t) {
+    for (int64_t t = tbegin; t < ntiles; ++t) {
       const int64_t j0 = t * kKeys;
       const uint16_t* kt = ks + (t & 1) * kKeys * kLdK;
       const uint16_t* vt = vs + (t & 1) * kKeys * kLdK;
@@ -271,6 +304,7 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
     }
     TESSERA_UNROLL
     for (int s = 0; s < S; ++s) l[s] = row_allreduce<Shape>(l[s], SumOp<float>{});
+    const int64_t rows = a.bh * a.tq, base = split * rows;  // partial results: this split's slice
     TESSERA_UNROLL
     for (int f = 0; f < FD; ++f) {
       TESSERA_UNROLL
@@ -278,15 +312,50 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
         const int64_t i = i0 + w0 + Shape::c_row(ln, e);
         const int x = f * Shape::N + Shape::c_col(ln, e);
         const float li = l[Shape::slot(e)];
-        if (i < a.tq && x < a.dv) o[(bh * a.tq + i) * a.dv + x] = static_cast<T>(li > 0 ? of[f][e] / li : 0.0f);
+        if (i >= a.tq || x >= a.dv) continue;
+        if (sp.n > 1) sp.part[(base + bh * a.tq + i) * a.dv + x] = of[f][e];  // unnormalised
+        else o[(bh * a.tq + i) * a.dv + x] = static_cast<T>(li > 0 ? of[f][e] / li : 0.0f);
       }
     }
     TESSERA_UNROLL
     for (int e = 0; e < Shape::C; ++e) {  // one lane per row (the one holding column 0)
       const int64_t i = i0 + w0 + Shape::c_row(ln, e);
-      const float li = l[Shape::slot(e)];
-      if (Shape::c_col(ln, e) == 0 && i < a.tq) lse[bh * a.tq + i] = li > 0 ? (m[Shape::slot(e)] + ::log2f(li)) * kLn2 : -INFINITY;
+      const float li = l[Shape::slot(e)], mi = m[Shape::slot(e)];
+      if (Shape::c_col(ln, e) != 0 || i >= a.tq) continue;
+      if (sp.n > 1) sp.m[base + bh * a.tq + i] = mi, sp.l[base + bh * a.tq + i] = li;
+      else lse[bh * a.tq + i] = li > 0 ? (mi + ::log2f(li)) * kLn2 : -INFINITY;
     }
+  }
+}
+
+// Folds the forward's split partial results: per row (a warp), M = max m_s, L = sum l_s 2^(m_s - M),
+// O = sum O_s 2^(m_s - M) / L and the log-sum-exp (M + log2 L) ln 2.
+template <class T>
+TESSERA_GLOBAL void attn_combine_kernel(int64_t rows, int64_t dv, int n, const float* part, const float* m, const float* l, T* o,
+                                        float* lse) {
+  const int ws = warp_size(), ln = lane();
+  for (int64_t r = warp_row(); r < rows; r += warp_rows_stride()) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int s = 0; s < n; ++s) mx = fmaxf(mx, m[s * rows + r]);
+    for (int s = 0; s < n; ++s) sum += l[s * rows + r] > 0 ? l[s * rows + r] * ::exp2f(m[s * rows + r] - mx) : 0.0f;
+    for (int64_t x = ln; x < dv; x += ws) {
+      float acc = 0.0f;
+      for (int s = 0; s < n; ++s) {
+        if (l[s * rows + r] > 0) acc += part[(s * rows + r) * dv + x] * ::exp2f(m[s * rows + r] - mx);
+      }
+      o[r * dv + x] = static_cast<T>(sum > 0 ? acc / sum : 0.0f);
+    }
+    if (ln == 0) lse[r] = sum > 0 ? (mx + ::log2f(sum)) * kLn2 : -INFINITY;
+  }
+}
+
+// out[i] = scale * sum over the n splits of part[s][i], in T: the gradients' split partial sums.
+template <class T>
+TESSERA_GLOBAL void attn_sum_parts_kernel(int64_t count, int n, const float* part, float scale, T* out) {
+  for (int64_t i = global_index(); i < count; i += grid_stride()) {
+    float acc = 0.0f;
+    for (int s = 0; s < n; ++s) acc += part[s * count + i];
+    out[i] = static_cast<T>(acc * scale);
   }
 }
 
@@ -302,11 +371,11 @@ TESSERA_DEVICE float lse_log2(float lse) { return lse == -INFINITY ? INFINITY : 
 enum : int { kMakeDv = 1, kMakeDk = 2 };
 template <class Shape, class T, int kD, int kParts>
 TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
-                                         T* dk, T* dv) {
+                                         T* dk, T* dv, AttnSplit sp) {
   constexpr bool kDv = (kParts & kMakeDv) != 0, kDk = (kParts & kMakeDk) != 0, kVShared = kDk && !kDv;
   // Queries per step: fewer as the head dim grows, so that S^T and dP^T fit beside the K, V, dK and
   // dV fragments without spilling on sm_90.
-  constexpr int kKeys = 4 * Shape::M, kQ = kD >= 64 ? 16 : 64, kLd = kD + 8, kLdQ = kQ + 8;
+  constexpr int kKeys = 4 * Shape::M, kQ = dkdv_queries<kD>(), kLd = kD + 8, kLdQ = kQ + 8;
   constexpr int FQ = kQ / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KQ = kQ / Shape::K;
   TESSERA_SHARED_ARRAY16(uint16_t, qs, 2 * kQ * kLd);  // two query tiles (double buffered)
   TESSERA_SHARED_ARRAY16(uint16_t, dos, 2 * kQ * kLd);
@@ -320,8 +389,9 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
   const float scale = static_cast<float>(a.scale), scale2 = scale * kLog2e;
   const bool vec_q = rows_vectorizable(q, a.d, kD), vec_o = rows_vectorizable(go, a.dv, kD), vec_v = rows_vectorizable(v, a.dv, kD);
   const int64_t ktiles = (a.tk + kKeys - 1) / kKeys;
-  for (int64_t tile = block_x(); tile < a.bh * ktiles; tile += grid_dim_x()) {
-    const int64_t bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;  // causal: the first key tiles see the most queries
+  for (int64_t item = block_x(); item < a.bh * ktiles * sp.n; item += grid_dim_x()) {
+    const int64_t tile = item / sp.n, bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;  // causal: the first key tiles see the most queries
+    const int split = static_cast<int>(item % sp.n);
     uint32_t kf[KD][Shape::A / 2], vf[kDk && !kVShared ? KD : 1][Shape::A / 2];
     load_a_global<Shape, T, KD>(kf, k + bh * a.tk * a.d, a.tk, a.d, j0 + w0, ln);
     if constexpr (kDk && !kVShared) load_a_global<Shape, T, KD>(vf, v + bh * a.tk * a.dv, a.tk, a.dv, j0 + w0, ln);
@@ -348,17 +418,20 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
       }
       async_copy_commit();
     };
-    if (first < a.tq) {
+    int64_t sbegin = 0, send = 0;  // this split's query steps
+    split_range((a.tq - first + kQ - 1) / kQ, split, sp.n, sbegin, send);
+    if (sbegin < send) {
       if constexpr (kVShared) {  // in the first tile's group; the previous tile's reads ended at its last barrier
         issue_rows<kD>(reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv), a.tk, a.dv, j0, kKeys, vsh, kLd, vec_v);
       }
-      issue(first, 0);
+      issue(first + sbegin * kQ, static_cast<int>(sbegin & 1));
     }
-    for (int64_t i0 = first, step = 0; i0 < a.tq; i0 += kQ, ++step) {
+    for (int64_t step = sbegin; step < send; ++step) {
+      const int64_t i0 = first + step * kQ;
       const int buf = static_cast<int>(step & 1);
       const uint16_t *qt = qs + buf * kQ * kLd, *ot = dos + buf * kQ * kLd;
       const float* rw = rows + buf * 2 * kQ;
-      if (i0 + kQ < a.tq) {  // the next tile's copies fly while this one is multiplied
+      if (step + 1 < send) {  // the next tile's copies fly while this one is multiplied
         issue(i0 + kQ, buf ^ 1);
         async_copy_wait<1>();
       } else {
@@ -430,11 +503,14 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
         const int64_t j = j0 + w0 + Shape::c_row(ln, e);
         const int x = f * Shape::N + Shape::c_col(ln, e);
         if (j >= a.tk) continue;
+        const int64_t at = split * a.bh * a.tk + bh * a.tk + j;  // this split's slice of the partial sums
         if constexpr (kDk) {
-          if (x < a.d) dk[(bh * a.tk + j) * a.d + x] = static_cast<T>(dkf[f][e] * scale);
+          if (x < a.d && sp.n > 1) sp.part[at * a.d + x] = dkf[f][e];  // scaled when summed
+          else if (x < a.d) dk[(bh * a.tk + j) * a.d + x] = static_cast<T>(dkf[f][e] * scale);
         }
         if constexpr (kDv) {
-          if (x < a.dv) dv[(bh * a.tk + j) * a.dv + x] = static_cast<T>(dvf[f][e]);
+          if (x < a.dv && sp.n > 1) sp.part2[at * a.dv + x] = dvf[f][e];
+          else if (x < a.dv) dv[(bh * a.tk + j) * a.dv + x] = static_cast<T>(dvf[f][e]);
         }
       }
     }
@@ -446,8 +522,8 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
 // accumulators, dS as the A fragments of dQ += dS K.
 template <class Shape, class T, int kD>
 TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
-                                       T* dq) {
-  constexpr int kRows = 4 * Shape::M, kKeys = kD >= 128 ? 16 : (kD >= 64 || !Shape::kCIsA ? 32 : 64), kLd = kD + 8, kLdS = kKeys + 8;
+                                       T* dq, AttnSplit sp) {
+  constexpr int kRows = 4 * Shape::M, kKeys = dq_keys<Shape, kD>(), kLd = kD + 8, kLdS = kKeys + 8;
   constexpr int S = Shape::kRowSlots;
   constexpr int FS = kKeys / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kKeys / Shape::K;
   TESSERA_SHARED_ARRAY16(uint16_t, ks, 2 * kKeys * kLd);  // two K and two V tiles, row = key
@@ -461,8 +537,9 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
   const float scale = static_cast<float>(a.scale), scale2 = scale * kLog2e;
   const bool vec_k = rows_vectorizable(k, a.d, kD), vec_v = rows_vectorizable(v, a.dv, kD), vec_o = rows_vectorizable(go, a.dv, kD);
   const int64_t qtiles = (a.tq + kRows - 1) / kRows;
-  for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
-    const int64_t bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;  // the most keys first
+  for (int64_t item = block_x(); item < a.bh * qtiles * sp.n; item += grid_dim_x()) {
+    const int64_t tile = item / sp.n, bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;  // the most keys first
+    const int split = static_cast<int>(item % sp.n);
     uint32_t qf[KD][Shape::A / 2];
     load_a_global<Shape, T, KD>(qf, q + bh * a.tq * a.d, a.tq, a.d, i0 + w0, ln);
     float lse2[S], dl[S];
@@ -484,14 +561,15 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
     const int64_t kfull = kernels::attention_key_end(i0, a.tq, a.tk, a.causal);
     const uint16_t* kb = reinterpret_cast<const uint16_t*>(k + bh * a.tk * a.d);
     const uint16_t* vb = reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv);
-    const int64_t ntiles = (kend + kKeys - 1) / kKeys;
-    if (ntiles > 0) {  // dO rows in the first tile's group
+    int64_t tbegin = 0, ntiles = 0;
+    split_range((kend + kKeys - 1) / kKeys, split, sp.n, tbegin, ntiles);
+    if (ntiles > tbegin) {  // dO rows in the first tile's group
       issue_rows<kD>(reinterpret_cast<const uint16_t*>(go + bh * a.tq * a.dv), a.tq, a.dv, i0, kRows, os, kLd, vec_o);
-      issue_rows<kD>(kb, a.tk, a.d, 0, kKeys, ks, kLd, vec_k);
-      issue_rows<kD>(vb, a.tk, a.dv, 0, kKeys, vs, kLd, vec_v);
+      issue_rows<kD>(kb, a.tk, a.d, tbegin * kKeys, kKeys, ks + (tbegin & 1) * kKeys * kLd, kLd, vec_k);
+      issue_rows<kD>(vb, a.tk, a.dv, tbegin * kKeys, kKeys, vs + (tbegin & 1) * kKeys * kLd, kLd, vec_v);
       async_copy_commit();
     }
-    for (int64_t t = 0; t < ntiles; ++t) {
+    for (int64_t t = tbegin; t < ntiles; ++t) {
       const int64_t j0 = t * kKeys;
       const uint16_t *kt = ks + (t & 1) * kKeys * kLd, *vt = vs + (t & 1) * kKeys * kLd;
       if (t + 1 < ntiles) {  // the next tile's copies fly while this one is multiplied
@@ -554,44 +632,106 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
       for (int e = 0; e < Shape::C; ++e) {
         const int64_t i = i0 + w0 + Shape::c_row(ln, e);
         const int x = f * Shape::N + Shape::c_col(ln, e);
-        if (i < a.tq && x < a.d) dq[(bh * a.tq + i) * a.d + x] = static_cast<T>(dqf[f][e] * scale);
+        if (i >= a.tq || x >= a.d) continue;
+        if (sp.n > 1) sp.part[(split * a.bh * a.tq + bh * a.tq + i) * a.d + x] = dqf[f][e];  // scaled when summed
+        else dq[(bh * a.tq + i) * a.d + x] = static_cast<T>(dqf[f][e] * scale);
       }
     }
   }
 }
 
+// SMs (CUs) of the current device, for sizing split launches; the emulator models 8, so the
+// small shapes of the tests take the split paths there.
+inline int device_units() {
+#if defined(__CUDACC__) || defined(__HIPCC__)
+  thread_local int cached_device = -1, cached = 1;
+  int d = 0;
+  TESSERA_GPU_CHECK(vendor::get_device(&d));
+  if (d != cached_device) {
+    DeviceProps p;
+    TESSERA_GPU_CHECK(vendor::properties(d, p));
+    cached = p.units > 0 ? p.units : 1;
+    cached_device = d;
+  }
+  return cached;
+#else
+  return 8;
+#endif
+}
+
+/** Blocks per output tile for a walk of `walk` steps over `tiles` output tiles: about two blocks
+ *  per SM in all, at most 4 per tile, 1 when the tiles alone fill the device. */
+inline int attention_splits(int64_t tiles, int64_t walk) {
+  const int64_t want = (2 * device_units() + tiles - 1) / (tiles > 0 ? tiles : 1);
+  return static_cast<int>(std::clamp<int64_t>(std::min(want, walk), 1, 4));
+}
+
+/** f32 partial results of an n-way split: `widths` floats per row for each of `rows` rows. */
+inline Tensor split_workspace(int n, int64_t rows, int64_t widths, Device dev) {
+  return n > 1 ? empty({n * rows * widths}, DType::f32, dev) : Tensor();
+}
+
 // Launches the MMA backward (dK/dV and dQ) when T is 16-bit and the device has matrix units.
 template <class T, int kD>
 bool attention_bwd_mma(const AttnArgs& a, const T* go, const T* q, const T* k, const T* v, const compute_t<T>* lse,
-                       const compute_t<T>* delta, T* dq, T* dk, T* dv) {
+                       const compute_t<T>* delta, T* dq, T* dk, T* dv, Device dev) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    const Grid kv_grid = tiles_grid(a.bh * ((a.tk + 63) / 64)), q_grid = tiles_grid(a.bh * ((a.tq + 63) / 64));
+    if (device_mma_kind() == MmaKind::none) return false;
+    const int64_t ktiles = a.bh * ((a.tk + 63) / 64), qtiles = a.bh * ((a.tq + 63) / 64);
+    AttnSplit skv, sq;
+    skv.n = attention_splits(ktiles, (a.tq + dkdv_queries<kD>() - 1) / dkdv_queries<kD>());
+    const Tensor kv_work = split_workspace(skv.n, a.bh * a.tk, a.d + a.dv, dev);
+    if (skv.n > 1) skv.part = ptr<float>(kv_work), skv.part2 = skv.part + skv.n * a.bh * a.tk * a.d;
     return with_mma_shape([&]<class Shape>() {
+      sq.n = attention_splits(qtiles, (a.tk + dq_keys<Shape, kD>() - 1) / dq_keys<Shape, kD>());
+      const Tensor q_work = split_workspace(sq.n, a.bh * a.tq, a.d, dev);
+      if (sq.n > 1) sq.part = ptr<float>(q_work);
+      const Grid kv_grid = tiles_grid(ktiles * skv.n), q_grid = tiles_grid(qtiles * sq.n), block{4 * Shape::Warp};
       if constexpr (kD >= 128) {  // two launches, each with half the accumulators (see the kernel)
-        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
-        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDk>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dk, dv);
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDk>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
       } else {
-        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv | kMakeDk>, kv_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta,
-               dk, dv);
+        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv | kMakeDk>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
       }
-      launch(attn_dq_mma_kernel<Shape, T, kD>, q_grid, Grid{4 * Shape::Warp}, 0, true, a, go, q, k, v, lse, delta, dq);
+      launch(attn_dq_mma_kernel<Shape, T, kD>, q_grid, block, 0, true, a, go, q, k, v, lse, delta, dq, sq);
+      const float scale = static_cast<float>(a.scale);
+      if (skv.n > 1) {
+        const int64_t nk = a.bh * a.tk * a.d, nv = a.bh * a.tk * a.dv;
+        launch(attn_sum_parts_kernel<T>, blocks_for(nk), Grid{kThreads}, 0, false, nk, skv.n, static_cast<const float*>(skv.part), scale,
+               dk);
+        launch(attn_sum_parts_kernel<T>, blocks_for(nv), Grid{kThreads}, 0, false, nv, skv.n, static_cast<const float*>(skv.part2), 1.0f,
+               dv);
+      }
+      if (sq.n > 1) {
+        const int64_t nq = a.bh * a.tq * a.d;
+        launch(attn_sum_parts_kernel<T>, blocks_for(nq), Grid{kThreads}, 0, false, nq, sq.n, static_cast<const float*>(sq.part), scale, dq);
+      }
     });
   } else {
-    (void)a, (void)go, (void)q, (void)k, (void)v, (void)lse, (void)delta, (void)dq, (void)dk, (void)dv;
+    (void)a, (void)go, (void)q, (void)k, (void)v, (void)lse, (void)delta, (void)dq, (void)dk, (void)dv, (void)dev;
   }
   return false;
 }
 
 // Launches the MMA forward when T is 16-bit and the device has matrix units; false otherwise.
 template <class T, int kD>
-bool attention_fwd_mma(const AttnArgs& a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse) {
+bool attention_fwd_mma(const AttnArgs& a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse, Device dev) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    const int64_t tiles = a.bh * ((a.tq + 63) / 64);  // 4 x 16 rows per block for both shapes
+    if (device_mma_kind() == MmaKind::none) return false;
+    const int64_t tiles = a.bh * ((a.tq + 63) / 64), rows = a.bh * a.tq;  // 4 x 16 rows per block for both shapes
+    AttnSplit sp;
+    sp.n = attention_splits(tiles, (a.tk + fwd_keys<kD>() - 1) / fwd_keys<kD>());
+    const Tensor work = split_workspace(sp.n, rows, a.dv + 2, dev);
+    if (sp.n > 1) sp.part = ptr<float>(work), sp.m = sp.part + sp.n * rows * a.dv, sp.l = sp.m + sp.n * rows;
     return with_mma_shape([&]<class Shape>() {
-      launch(attn_fwd_mma_kernel<Shape, T, kD>, tiles_grid(tiles), Grid{4 * Shape::Warp}, 0, true, a, q, k, v, o, lse);
+      launch(attn_fwd_mma_kernel<Shape, T, kD>, tiles_grid(tiles * sp.n), Grid{4 * Shape::Warp}, 0, true, a, q, k, v, o, lse, sp);
+      if (sp.n > 1) {
+        launch(attn_combine_kernel<T>, warp_row_blocks(rows), Grid{kThreads}, 0, true, rows, a.dv, sp.n, static_cast<const float*>(sp.part),
+               static_cast<const float*>(sp.m), static_cast<const float*>(sp.l), o, lse);
+      }
     });
   } else {
-    (void)a, (void)q, (void)k, (void)v, (void)o, (void)lse;
+    (void)a, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)dev;
   }
   return false;
 }
