@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "mma_fragments.h"
 #include "tc_gemm.h"
 #include "tessera/kernels/attention.h"
 #include "tessera/ops/creation.h"

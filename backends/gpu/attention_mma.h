@@ -1,152 +1,20 @@
 #pragma once
-// f16/bf16 fused attention on the matrix units (mma.h): mma.sync on NVIDIA, MFMA on AMD and, on
-// the emulator, the fragment-exact reference of both. Included by attention.cu inside its
-// anonymous namespace (AttnArgs, dropout_factor, MaxOp/SumOp, tiles_grid come from there).
+// f16/bf16 fused attention on the matrix units (mma.h, mma_fragments.h): mma.sync on NVIDIA,
+// MFMA on AMD and, on the emulator, the fragment-exact reference of both. Included by
+// attention.cu inside its anonymous namespace (AttnArgs, dropout_factor, MaxOp/SumOp,
+// tiles_grid come from there).
 //
 // FlashAttention-2's data flow: a block of 4 warps, each owning 16 rows of the output it makes
 // (queries for the forward and dQ, keys for dK/dV), walking tiles of the other side staged in
-// shared memory with 16-byte copies. Scores live in the MMA accumulators; the softmax runs on
-// them in registers (a lane's rows are reduced across the kRowLanes lanes that share them), and
-// where the accumulator layout is the next product's A layout (mma.sync: Shape::kCIsA) the
-// probabilities feed that MMA straight from registers; elsewhere (MFMA, whose C is A's
-// transpose) they pass through the warp's own rows of shared memory. Operand fragments are kept
-// as packed 32-bit words (two 16-bit elements), read from shared memory a word at a time where
-// the two elements are adjacent. exp2 with log2(e) folded into the scale; the log-sum-exp is
-// stored in natural units for the backward. No atomics: the gradients are deterministic.
-
-struct alignas(16) Bits8 {
-  uint16_t v[8];
-};
-
-/** Two adjacent 16-bit elements of shared memory (p 4-byte aligned) as one word. */
-TESSERA_DEVICE uint32_t load_pair(const uint16_t* p) {
-#if defined(__CUDACC__) || defined(__HIPCC__)
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  uint32_t w;
-  std::memcpy(&w, p, sizeof w);  // the host compiler's aliasing rules: no uint32_t view of uint16_t storage
-  return w;
-#endif
-}
-
-/** Whether 16-bit rows of `width` elements from `p` can be copied 16 bytes at a time. */
-TESSERA_DEVICE bool rows_vectorizable(const void* p, int64_t width, int kD) {
-  return width == kD && kD % 8 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-/** Starts the copy of a rows x kD tile of a row-major 16-bit matrix [nrows, width] (rows from
- *  r0) into dst[r * ld + x] (ld a multiple of 8), zeros past the matrix: asynchronous 16-byte
- *  copies when `vec` (complete after async_copy_wait and a barrier), else element by element. */
-template <int kD>
-TESSERA_DEVICE void issue_rows(const uint16_t* src, int64_t nrows, int64_t width, int64_t r0, int rows, uint16_t* dst, int ld, bool vec) {
-  const int tid = static_cast<int>(thread_x()), nt = static_cast<int>(block_dim_x());
-  if (vec) {
-    constexpr int kChunks = kD / 8;
-    for (int c = tid; c < rows * kChunks; c += nt) {
-      const int r = c / kChunks, x = (c % kChunks) * 8;
-      const bool in = r0 + r < nrows;
-      async_copy16(dst + r * ld + x, in ? src + (r0 + r) * kD + x : src, in);
-    }
-  } else {
-    for (int e = tid; e < rows * kD; e += nt) {
-      const int r = e / kD, x = e % kD;
-      dst[r * ld + x] = (r0 + r < nrows && x < width) ? src[(r0 + r) * width + x] : uint16_t{0};
-    }
-  }
-}
-
-/** A[r][c] = t[(r0 + r) * ld + c0 + c]: pairs of A elements are adjacent along c (both shapes). */
-template <class Shape>
-TESSERA_DEVICE void load_a_words(uint32_t (&w)[Shape::A / 2], const uint16_t* t, int ld, int r0, int c0, int ln) {
-  TESSERA_UNROLL
-  for (int e = 0; e < Shape::A; e += 2) w[e / 2] = load_pair(t + (r0 + Shape::a_row(ln, e)) * ld + c0 + Shape::a_col(ln, e));
-}
-/** B[k][n] = t[(n0 + n) * ld + k0 + k] (stored n-major): pairs adjacent along k. */
-template <class Shape>
-TESSERA_DEVICE void load_b_words_nk(uint32_t (&w)[Shape::B / 2], const uint16_t* t, int ld, int n0, int k0, int ln) {
-  TESSERA_UNROLL
-  for (int e = 0; e < Shape::B; e += 2) w[e / 2] = load_pair(t + (n0 + Shape::b_col(ln, e)) * ld + k0 + Shape::b_row(ln, e));
-}
-/** B[k][n] = t[(k0 + k) * ld + n0 + n] (stored k-major): the two elements of a word are in
- *  different rows. On sm_80+ one ldmatrix.trans (lanes 0-15 address the rows k0..k0+15, 16-byte
- *  aligned; lane l receives B[(l % 4) * 2 + {0, 1} (+ 8)][l / 4], the mma.sync B fragment);
- *  elsewhere two 16-bit reads per word. */
-template <class Shape>
-TESSERA_DEVICE void load_b_words_kn(uint32_t (&w)[Shape::B / 2], const uint16_t* t, int ld, int k0, int n0, int ln) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<Shape, MmaSync16x8x16>) {
-    const auto row = static_cast<unsigned>(__cvta_generic_to_shared(t + (k0 + (ln & 15)) * ld + n0));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(w[0]), "=r"(w[1]) : "r"(row));
-  } else
-#endif
-  {
-    TESSERA_UNROLL
-    for (int e = 0; e < Shape::B; e += 2) {
-      w[e / 2] = pack_bits(t[(k0 + Shape::b_row(ln, e)) * ld + n0 + Shape::b_col(ln, e)],
-                           t[(k0 + Shape::b_row(ln, e + 1)) * ld + n0 + Shape::b_col(ln, e + 1)]);
-    }
-  }
-}
-/** A fragments (row-major [rows, cols] global matrix, rows from r0 + the shape's rows): zeros
- *  outside. Read once per tile of output rows, so element by element. */
-template <class Shape, class T, int KD>
-TESSERA_DEVICE void load_a_global(uint32_t (&w)[KD][Shape::A / 2], const T* m, int64_t rows, int64_t cols, int64_t r0, int ln) {
-  TESSERA_UNROLL
-  for (int kk = 0; kk < KD; ++kk) {
-    TESSERA_UNROLL
-    for (int e = 0; e < Shape::A; e += 2) {
-      uint16_t h[2];
-      TESSERA_UNROLL
-      for (int t = 0; t < 2; ++t) {
-        const int64_t r = r0 + Shape::a_row(ln, e + t);
-        const int x = kk * Shape::K + Shape::a_col(ln, e + t);
-        h[t] = r < rows && x < cols ? m[r * cols + x].bits : uint16_t{0};
-      }
-      w[kk][e / 2] = pack_bits(h[0], h[1]);
-    }
-  }
-}
-
-/** Combines v over the lanes holding the same accumulator row. */
-template <class Shape, class Op>
-TESSERA_DEVICE float row_allreduce(float v, Op op) {
-  TESSERA_UNROLL
-  for (int m = 1; m < Shape::kRowLanes; m <<= 1) v = op(v, shfl_xor(v, m));
-  return v;
-}
-
-/**
- * The A fragments of one K-step made from accumulators c[tile][element] of a 16-row product
- * (probabilities or dS): from registers where C's layout is A's, else through `mine` (the
- * warp's 16 rows of shared memory, row stride ld), written by every lane before any reads.
- * (c by pointer: GCC folds the instances for different F into one and then warns about bounds.)
- */
-template <class Shape, class T, int F>
-TESSERA_DEVICE void accum_to_a(const float (*c)[Shape::C], int kk, uint32_t (&w)[Shape::A / 2], const uint16_t* mine, int ld, int ln) {
-  if constexpr (Shape::kCIsA) {
-    (void)mine, (void)ld, (void)ln;
-    TESSERA_UNROLL
-    for (int e = 0; e < Shape::A; e += 2) {
-      w[e / 2] =
-          pack_rn<T>(c[Shape::c_tile_for_a(kk, e)][Shape::c_elem_for_a(e)], c[Shape::c_tile_for_a(kk, e + 1)][Shape::c_elem_for_a(e + 1)]);
-    }
-  } else {
-    load_a_words<Shape>(w, mine, ld, 0, kk * Shape::K, ln);
-  }
-}
-template <class Shape, class T, int F>
-TESSERA_DEVICE void accum_to_shared(const float (*c)[Shape::C], uint16_t* mine, int ld, int ln) {
-  if constexpr (!Shape::kCIsA) {
-    TESSERA_UNROLL
-    for (int f = 0; f < F; ++f) {
-      TESSERA_UNROLL
-      for (int e = 0; e < Shape::C; ++e) mine[Shape::c_row(ln, e) * ld + f * Shape::N + Shape::c_col(ln, e)] = T(c[f][e]).bits;
-    }
-    sync_warp();  // every lane's rows are written before any lane reads its A fragments
-  } else {
-    (void)c, (void)mine, (void)ld, (void)ln;
-  }
-}
+// shared memory. Scores live in the MMA accumulators; the softmax runs on them in registers (a
+// lane's rows are reduced across the kRowLanes lanes that share them), and where the accumulator
+// layout is the next product's A layout (mma.sync) the probabilities feed that MMA straight from
+// registers; elsewhere (MFMA, whose C is A's transpose) they pass through the warp's own rows of
+// shared memory. The tiles are double buffered: the next tile's copies (cp.async on sm_80+) are
+// in flight while this one is multiplied. When the output tiles alone cannot fill the device the
+// long walk is split over several blocks (AttnSplit). exp2 with log2(e) folded into the scale;
+// the log-sum-exp is stored in natural units for the backward. No atomics: the gradients are
+// deterministic.
 
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 

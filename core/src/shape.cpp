@@ -1,6 +1,7 @@
 #include "tessera/shape.h"
 
 #include <algorithm>
+#include <ostream>
 
 #include "tessera/error.h"
 
@@ -48,6 +49,8 @@ std::string shape_str(const Shape& shape) {
   }
   return s + "]";
 }
+
+std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape_str(shape); }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
   const int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;  // 0-d accepts 0 and -1

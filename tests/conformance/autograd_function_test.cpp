@@ -38,6 +38,27 @@ struct WrongCount : autograd::Function<WrongCount> {
   static std::vector<Tensor> backward(FunctionCtx*, const std::vector<Tensor>& g) { return {g[0]}; }
 };
 
+// Two differentiable outputs and an integer one: (x * y, x + y^2, argmax x).
+struct ProdSumArg : autograd::Function<ProdSumArg> {
+  static const char* name() { return "prod_sum_arg"; }
+  static std::vector<Tensor> forward(FunctionCtx* ctx, const Tensor& x, const Tensor& y) {
+    ctx->save_for_backward({x, y});
+    return {mul(x, y), add(x, square(y)), argmax(x)};
+  }
+  static std::vector<Tensor> backward(FunctionCtx* ctx, const std::vector<Tensor>& g) {
+    CHECK(g.size() == 3);
+    CHECK_FALSE(g[2].defined());  // the integer output has no gradient
+    const Tensor &x = ctx->get_saved_variables()[0], &y = ctx->get_saved_variables()[1];
+    return {add(mul(g[0], y), g[1]), add(mul(g[0], x), mul(mul(g[1], y), 2.0))};
+  }
+};
+
+struct MixedDtypes : autograd::Function<MixedDtypes> {
+  static const char* name() { return "mixed_dtypes"; }
+  static std::vector<Tensor> forward(FunctionCtx*, const Tensor& x) { return {x, x.to(DType::f32)}; }
+  static std::vector<Tensor> backward(FunctionCtx*, const std::vector<Tensor>& g) { return {g[0]}; }
+};
+
 struct Identity : autograd::Function<Identity> {
   static Tensor forward(FunctionCtx*, const Tensor& x) { return x; }  // returns its input
   static std::vector<Tensor> backward(FunctionCtx*, const std::vector<Tensor>& g) { return {mul(g[0], 2.0)}; }
@@ -87,4 +108,25 @@ TEST_CASE("a backward with the wrong number of gradients is an error naming the 
   const Tensor x = grad_input({2}, 5), y = grad_input({2}, 6);
   Tensor z = WrongCount::apply(x, y);
   TESSERA_CHECK_THROWS_WITH(sum(z).backward(), "wrong_count: backward returned 1 gradients for 2 tensor arguments");
+}
+
+TEST_CASE("a custom Function with several outputs: gradients of each, zeros for an unused one, an integer output") {
+  const Tensor x = grad_input({2, 3}, 7), y = grad_input({2, 3}, 8);
+  // Both outputs used, composed with built-ins: finite differences.
+  TESSERA_CHECK_GRAD(
+      [](const std::vector<Tensor>& in) {
+        const std::vector<Tensor> o = ProdSumArg::apply(in[0], in[1]);
+        return add(sin(o[0]), mul(o[1], o[1]));
+      },
+      {x, y});
+  // Only the second output used: the first one's gradient reaches backward as zeros.
+  TESSERA_CHECK_GRAD([](const std::vector<Tensor>& in) { return ProdSumArg::apply(in[0], in[1])[1]; }, {x, y});
+  const std::vector<Tensor> o = ProdSumArg::apply(x, y);
+  CHECK(o.size() == 3);
+  CHECK(o[0].requires_grad());
+  CHECK_FALSE(o[2].requires_grad());
+  CHECK(o[2].dtype() == DType::i64);
+  CHECK(o[1].shape() == Shape{2, 3});
+  // Differentiable outputs of two dtypes: refused, naming the function and both.
+  TESSERA_CHECK_THROWS_WITH(MixedDtypes::apply(x), "mixed_dtypes: differentiable outputs must share one dtype and device");
 }

@@ -24,3 +24,9 @@ TEST_CASE("repr of floats, integers, bools, 0-d, empty and large tensors") {
   CHECK(os.str() == "tensor([1.], dtype=float16)");
   CHECK(Tensor().str() == "tensor(undefined)");
 }
+
+TEST_CASE("a shape prints as libtorch prints sizes") {
+  std::ostringstream os;
+  os << zeros({2, 3, 0}).shape() << " " << Shape{} << " " << Shape{7};
+  CHECK(os.str() == "[2, 3, 0] [] [7]");
+}

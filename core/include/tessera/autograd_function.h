@@ -17,6 +17,14 @@
 // can itself be differentiated. It returns one gradient per tensor argument of forward (or one
 // per argument, libtorch's convention, with undefined tensors for the non-tensor ones); an
 // undefined gradient means none.
+//
+// forward may also return std::vector<Tensor> (several outputs, like libtorch's variable_list):
+// apply then returns them all, and backward gets one gradient per output (zeros for an output
+// the loss did not use, as libtorch's materialised gradients). Floating outputs are
+// differentiable and must share one dtype and device; integer and bool outputs (indices, masks)
+// come back without history and their gradients are undefined. The differentiable outputs are
+// recorded as slices of one packed tensor whose node runs backward once with all their
+// gradients.
 #include <any>
 #include <functional>
 #include <map>
@@ -29,6 +37,8 @@
 
 #include "tessera/autograd.h"
 #include "tessera/error.h"
+#include "tessera/ops/shape_ops.h"
+#include "tessera/tensor.h"
 
 namespace tessera::autograd {
 
@@ -59,7 +69,7 @@ void attach_backward(const std::string& name, const std::vector<Tensor>& inputs,
 template <class Derived>
 struct Function {
   template <class... Args>
-  static Tensor apply(Args&&... args) {
+  static auto apply(Args&&... args) {
     auto ctx = std::make_shared<FunctionCtx>();
     std::vector<Tensor> inputs;
     std::vector<bool> is_tensor;
@@ -70,31 +80,90 @@ struct Function {
       ctx->needs_input_grad.push_back(needs);
       any = any || needs;
     }
-    Tensor out;
-    {
-      NoGradGuard no_grad;
-      out = Derived::forward(ctx.get(), std::forward<Args>(args)...);
-    }
-    TESSERA_CHECK(out.defined(), function_name(), "forward returned an undefined tensor");
-    out = out.detach();  // a fresh handle: forward may have returned one of its inputs
-    if (!grad_enabled() || !any) return out;
-    attach_backward(function_name(), inputs, out, [ctx, is_tensor, n = inputs.size()](const Tensor& g) {
-      std::vector<Tensor> grads = Derived::backward(ctx.get(), std::vector<Tensor>{g});
-      if (grads.size() == is_tensor.size() && grads.size() != n) {  // one per argument: keep the tensors'
-        std::vector<Tensor> picked;
-        for (size_t i = 0; i < grads.size(); ++i) {
-          if (is_tensor[i]) picked.push_back(grads[i]);
-        }
-        grads = std::move(picked);
+    using Result = decltype(Derived::forward(ctx.get(), std::forward<Args>(args)...));
+    if constexpr (std::is_same_v<Result, std::vector<Tensor>>) {
+      std::vector<Tensor> outs;
+      {
+        NoGradGuard no_grad;
+        outs = Derived::forward(ctx.get(), std::forward<Args>(args)...);
       }
-      TESSERA_CHECK(grads.size() == n, function_name(), "backward returned ", grads.size(), " gradients for ", n,
-                    " tensor arguments of forward");
-      return grads;
-    });
-    return out;
+      return record_many(ctx, inputs, is_tensor, std::move(outs), any);
+    } else {
+      static_assert(std::is_same_v<Result, Tensor>, "forward must return Tensor or std::vector<Tensor>");
+      Tensor out;
+      {
+        NoGradGuard no_grad;
+        out = Derived::forward(ctx.get(), std::forward<Args>(args)...);
+      }
+      TESSERA_CHECK(out.defined(), function_name(), "forward returned an undefined tensor");
+      out = out.detach();  // a fresh handle: forward may have returned one of its inputs
+      if (!grad_enabled() || !any) return out;
+      attach_backward(function_name(), inputs, out, [ctx, is_tensor, n = inputs.size()](const Tensor& g) {
+        return input_grads(Derived::backward(ctx.get(), std::vector<Tensor>{g}), is_tensor, n);
+      });
+      return out;
+    }
   }
 
  private:
+  /** backward's gradients, one per tensor argument of forward (or per argument: the tensors' kept). */
+  static std::vector<Tensor> input_grads(std::vector<Tensor> grads, const std::vector<bool>& is_tensor, size_t n) {
+    if (grads.size() == is_tensor.size() && grads.size() != n) {
+      std::vector<Tensor> picked;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (is_tensor[i]) picked.push_back(grads[i]);
+      }
+      grads = std::move(picked);
+    }
+    TESSERA_CHECK(grads.size() == n, function_name(), "backward returned ", grads.size(), " gradients for ", n,
+                  " tensor arguments of forward");
+    return grads;
+  }
+
+  static std::vector<Tensor> record_many(const std::shared_ptr<FunctionCtx>& ctx, const std::vector<Tensor>& inputs,
+                                         const std::vector<bool>& is_tensor, std::vector<Tensor> outs, bool any) {
+    TESSERA_CHECK(!outs.empty(), function_name(), "forward returned no outputs");
+    std::vector<size_t> diff;  // the differentiable (floating) outputs
+    for (size_t i = 0; i < outs.size(); ++i) {
+      TESSERA_CHECK(outs[i].defined(), function_name(), "forward returned an undefined tensor as output ", i);
+      outs[i] = outs[i].detach();
+      if (is_floating(outs[i].dtype())) diff.push_back(i);
+    }
+    if (!grad_enabled() || !any || diff.empty()) return outs;
+    const Tensor& first = outs[diff[0]];
+    std::vector<Tensor> flat;
+    std::vector<Shape> shapes(outs.size());
+    for (size_t i : diff) {
+      TESSERA_CHECK(outs[i].dtype() == first.dtype() && outs[i].device() == first.device(), function_name(),
+                    "differentiable outputs must share one dtype and device: output ", diff[0], " is ", dtype_name(first.dtype()), " on ",
+                    first.device().str(), ", output ", i, " is ", dtype_name(outs[i].dtype()), " on ", outs[i].device().str());
+      shapes[i] = outs[i].shape();
+      flat.push_back(outs[i].reshape({outs[i].numel()}));
+    }
+    Tensor packed;
+    {
+      NoGradGuard no_grad;
+      packed = flat.size() == 1 ? flat[0].contiguous().detach() : cat(flat, 0);
+    }
+    const size_t n_out = outs.size(), n_in = inputs.size();
+    attach_backward(function_name(), inputs, packed, [ctx, is_tensor, n_in, n_out, diff, shapes](const Tensor& g) {
+      std::vector<Tensor> grads(n_out);  // undefined for the integer outputs
+      int64_t at = 0;
+      for (size_t i : diff) {
+        const int64_t count = tessera::numel(shapes[i]);
+        grads[i] = g.narrow(0, at, count).reshape(shapes[i]);
+        at += count;
+      }
+      return input_grads(Derived::backward(ctx.get(), grads), is_tensor, n_in);
+    });
+    int64_t at = 0;
+    for (size_t i : diff) {  // each output a recorded slice of the packed tensor
+      outs[i] = packed.narrow(0, at, outs[i].numel()).reshape(shapes[i]);
+      at += tessera::numel(shapes[i]);
+    }
+    return outs;
+  }
+
   static std::string function_name() {
     if constexpr (requires { Derived::name(); }) {
       return std::string(Derived::name());

@@ -24,6 +24,12 @@ Strides contiguous_strides(const Shape& shape);
 /** "[2, 3]" — the form every error message uses. */
 std::string shape_str(const Shape& shape);
 /**
+ * std::cout << t.shape() prints "[2, 3]" (libtorch prints sizes the same way). Shape is a
+ * std::vector, so the operator is found where tessera's names are visible (inside namespace
+ * tessera or after `using namespace tessera`); elsewhere write tessera::shape_str(s).
+ */
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
+/**
  * Normalises a possibly negative axis for a tensor of rank `rank`;
  * throws "<op>: axis A out of range for tensor of rank R".
  */
