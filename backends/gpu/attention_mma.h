@@ -35,6 +35,33 @@ TESSERA_DEVICE void split_range(int64_t count, int split, int n, int64_t& begin,
   end = count * (split + 1) / n;
 }
 
+/** The double-buffered K and V tiles of a key walk (tile t in buffer t & 1, row stride ld). */
+template <int kD, int kKeys>
+struct KvTiles {
+  const uint16_t *k, *v;  // this batch-head's K and V rows
+  uint16_t *ks, *vs;      // two buffers each
+  int ld;
+  bool vec_k, vec_v;
+  /** Starts the copies of tile t (closing a group with whatever else was issued before). */
+  TESSERA_DEVICE void issue(const AttnArgs& a, int64_t t) const {
+    issue_rows<kD>(k, a.tk, a.d, t * kKeys, kKeys, ks + (t & 1) * kKeys * ld, ld, vec_k);
+    issue_rows<kD>(v, a.tk, a.dv, t * kKeys, kKeys, vs + (t & 1) * kKeys * ld, ld, vec_v);
+    async_copy_commit();
+  }
+  /** Before tile t is read: starts tile t + 1's copies if there is one, waits for tile t's (the
+   *  caller's barrier then makes them the block's). */
+  TESSERA_DEVICE void advance(const AttnArgs& a, int64_t t, int64_t end) const {
+    if (t + 1 < end) {
+      issue(a, t + 1);
+      async_copy_wait<1>();
+    } else {
+      async_copy_wait<0>();
+    }
+  }
+  TESSERA_DEVICE const uint16_t* k_tile(int64_t t) const { return ks + (t & 1) * kKeys * ld; }
+  TESSERA_DEVICE const uint16_t* v_tile(int64_t t) const { return vs + (t & 1) * kKeys * ld; }
+};
+
 // Tile sizes shared by the kernels and their launchers (see each kernel for why).
 template <int kD>
 constexpr int fwd_keys() {
@@ -84,23 +111,12 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
     const int64_t kfull = kernels::attention_key_end(i0, a.tq, a.tk, a.causal);  // keys every row of the block sees
     int64_t tbegin = 0, ntiles = 0;
     split_range((kend + kKeys - 1) / kKeys, split, sp.n, tbegin, ntiles);
-    if (ntiles > tbegin) {
-      issue_rows<kD>(kb, a.tk, a.d, tbegin * kKeys, kKeys, ks + (tbegin & 1) * kKeys * kLdK, kLdK, vec_k);
-      issue_rows<kD>(vb, a.tk, a.dv, tbegin * kKeys, kKeys, vs + (tbegin & 1) * kKeys * kLdK, kLdK, vec_v);
-      async_copy_commit();
-    }
+    const KvTiles<kD, kKeys> kv{kb, vb, ks, vs, kLdK, vec_k, vec_v};
+    if (ntiles > tbegin) kv.issue(a, tbegin);
     for (int64_t t = tbegin; t < ntiles; ++t) {
       const int64_t j0 = t * kKeys;
-      const uint16_t* kt = ks + (t & 1) * kKeys * kLdK;
-      const uint16_t* vt = vs + (t & 1) * kKeys * kLdK;
-      if (t + 1 < ntiles) {  // the next tile's copies fly while this one is multiplied
-        issue_rows<kD>(kb, a.tk, a.d, j0 + kKeys, kKeys, ks + ((t + 1) & 1) * kKeys * kLdK, kLdK, vec_k);
-        issue_rows<kD>(vb, a.tk, a.dv, j0 + kKeys, kKeys, vs + ((t + 1) & 1) * kKeys * kLdK, kLdK, vec_v);
-        async_copy_commit();
-        async_copy_wait<1>();
-      } else {
-        async_copy_wait<0>();
-      }
+      const uint16_t *kt = kv.k_tile(t), *vt = kv.v_tile(t);
+      kv.advance(a, t, ntiles);  // the next tile's copies fly while this one is multiplied
       sync_threads();
       float sf[FS][Shape::C];
       TESSERA_UNROLL
@@ -156,18 +172,7 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
         TESSERA_UNROLL
         for (int e = 0; e < Shape::C; ++e) of[f][e] *= alpha[Shape::slot(e)];
       }
-      accum_to_shared<Shape, T, FS>(sf, mine, kLdV, ln);
-      TESSERA_UNROLL
-      for (int kk = 0; kk < KT; ++kk) {  // O += P V
-        uint32_t pw[Shape::A / 2];
-        accum_to_a<Shape, T, FS>(sf, kk, pw, mine, kLdV, ln);
-        TESSERA_UNROLL
-        for (int f = 0; f < FD; ++f) {
-          uint32_t vw[Shape::B / 2];
-          load_b_words_kn<Shape>(vw, vt, kLdK, kk * Shape::K, f * Shape::N, ln);
-          mma_w<Shape, T>(of[f], pw, vw);
-        }
-      }
+      mma_accum_times_kn<Shape, T, KT, FD, FS>(of, sf, mine, kLdV, vt, kLdK, ln);  // O += P V
       sync_threads();  // before the copies of tile t + 2 overwrite this buffer, and the next P rows
     }
     TESSERA_UNROLL
@@ -342,26 +347,8 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
           sf[f][e] = p * z;
         }
       }
-      if constexpr (kDv) accum_to_shared<Shape, T, FQ>(sf, pz_mine, kLdQ, ln);
-      if constexpr (kDk) accum_to_shared<Shape, T, FQ>(pf, ds_mine, kLdQ, ln);
-      TESSERA_UNROLL
-      for (int kk = 0; kk < KQ; ++kk) {  // dV += P^T dO, dK += dS^T Q (the scale at the end)
-        uint32_t pa[Shape::A / 2], sa[Shape::A / 2];
-        if constexpr (kDv) accum_to_a<Shape, T, FQ>(sf, kk, pa, pz_mine, kLdQ, ln);
-        if constexpr (kDk) accum_to_a<Shape, T, FQ>(pf, kk, sa, ds_mine, kLdQ, ln);
-        TESSERA_UNROLL
-        for (int f = 0; f < FD; ++f) {
-          uint32_t w[Shape::B / 2];
-          if constexpr (kDv) {
-            load_b_words_kn<Shape>(w, ot, kLd, kk * Shape::K, f * Shape::N, ln);
-            mma_w<Shape, T>(dvf[f], pa, w);
-          }
-          if constexpr (kDk) {
-            load_b_words_kn<Shape>(w, qt, kLd, kk * Shape::K, f * Shape::N, ln);
-            mma_w<Shape, T>(dkf[f], sa, w);
-          }
-        }
-      }
+      if constexpr (kDv) mma_accum_times_kn<Shape, T, KQ, FD, FQ>(dvf, sf, pz_mine, kLdQ, ot, kLd, ln);  // dV += P^T dO
+      if constexpr (kDk) mma_accum_times_kn<Shape, T, KQ, FD, FQ>(dkf, pf, ds_mine, kLdQ, qt, kLd, ln);  // dK += dS^T Q (scaled at the end)
       sync_threads();  // before the copies of tile step + 2 overwrite this buffer
     }
     TESSERA_UNROLL
@@ -431,23 +418,15 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
     const uint16_t* vb = reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv);
     int64_t tbegin = 0, ntiles = 0;
     split_range((kend + kKeys - 1) / kKeys, split, sp.n, tbegin, ntiles);
+    const KvTiles<kD, kKeys> kv{kb, vb, ks, vs, kLd, vec_k, vec_v};
     if (ntiles > tbegin) {  // dO rows in the first tile's group
       issue_rows<kD>(reinterpret_cast<const uint16_t*>(go + bh * a.tq * a.dv), a.tq, a.dv, i0, kRows, os, kLd, vec_o);
-      issue_rows<kD>(kb, a.tk, a.d, tbegin * kKeys, kKeys, ks + (tbegin & 1) * kKeys * kLd, kLd, vec_k);
-      issue_rows<kD>(vb, a.tk, a.dv, tbegin * kKeys, kKeys, vs + (tbegin & 1) * kKeys * kLd, kLd, vec_v);
-      async_copy_commit();
+      kv.issue(a, tbegin);
     }
     for (int64_t t = tbegin; t < ntiles; ++t) {
       const int64_t j0 = t * kKeys;
-      const uint16_t *kt = ks + (t & 1) * kKeys * kLd, *vt = vs + (t & 1) * kKeys * kLd;
-      if (t + 1 < ntiles) {  // the next tile's copies fly while this one is multiplied
-        issue_rows<kD>(kb, a.tk, a.d, j0 + kKeys, kKeys, ks + ((t + 1) & 1) * kKeys * kLd, kLd, vec_k);
-        issue_rows<kD>(vb, a.tk, a.dv, j0 + kKeys, kKeys, vs + ((t + 1) & 1) * kKeys * kLd, kLd, vec_v);
-        async_copy_commit();
-        async_copy_wait<1>();
-      } else {
-        async_copy_wait<0>();
-      }
+      const uint16_t *kt = kv.k_tile(t), *vt = kv.v_tile(t);
+      kv.advance(a, t, ntiles);  // the next tile's copies fly while this one is multiplied
       sync_threads();
       float sf[FS][Shape::C], pf[FS][Shape::C];
       TESSERA_UNROLL
@@ -480,18 +459,7 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
           sf[f][e] = p * (pf[f][e] * z - dl[Shape::slot(e)]);  // dS
         }
       }
-      accum_to_shared<Shape, T, FS>(sf, ds_mine, kLdS, ln);
-      TESSERA_UNROLL
-      for (int kk = 0; kk < KT; ++kk) {  // dQ += dS K
-        uint32_t sa[Shape::A / 2];
-        accum_to_a<Shape, T, FS>(sf, kk, sa, ds_mine, kLdS, ln);
-        TESSERA_UNROLL
-        for (int f = 0; f < FD; ++f) {
-          uint32_t w[Shape::B / 2];
-          load_b_words_kn<Shape>(w, kt, kLd, kk * Shape::K, f * Shape::N, ln);
-          mma_w<Shape, T>(dqf[f], sa, w);
-        }
-      }
+      mma_accum_times_kn<Shape, T, KT, FD, FS>(dqf, sf, ds_mine, kLdS, kt, kLd, ln);  // dQ += dS K
       sync_threads();
     }
     TESSERA_UNROLL

@@ -142,5 +142,28 @@ TESSERA_DEVICE void accum_to_shared(const float (*c)[Shape::C], uint16_t* mine, 
   }
 }
 
+/**
+ * acc[f] += A B over KT K-steps and F N-tiles, where A is made from the accumulators c of a
+ * 16-row product (FC N-tiles of them; through `mine`, the warp's rows of shared memory with
+ * stride ldm, where the shape needs it) and B is a k-major tile, B[k][n] = t[k * ld + n]: the
+ * second product of attention (O += P V, dQ += dS K, dV += P^T dO, dK += dS^T Q).
+ */
+template <class Shape, class T, int KT, int F, int FC>
+TESSERA_DEVICE void mma_accum_times_kn(float (*acc)[Shape::C], const float (*c)[Shape::C], uint16_t* mine, int ldm, const uint16_t* t,
+                                       int ld, int ln) {
+  accum_to_shared<Shape, T, FC>(c, mine, ldm, ln);
+  TESSERA_UNROLL
+  for (int kk = 0; kk < KT; ++kk) {
+    uint32_t a[Shape::A / 2];
+    accum_to_a<Shape, T, FC>(c, kk, a, mine, ldm, ln);
+    TESSERA_UNROLL
+    for (int f = 0; f < F; ++f) {
+      uint32_t w[Shape::B / 2];
+      load_b_words_kn<Shape>(w, t, ld, kk * Shape::K, f * Shape::N, ln);
+      mma_w<Shape, T>(acc[f], a, w);
+    }
+  }
+}
+
 }  // namespace TESSERA_GPU_TARGET
 }  // namespace tessera::gpu
