@@ -60,7 +60,6 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   const auto explicit_flag = [&](const std::string& flag) { return cmd.count(flag) > 0; };
   validate_train_args(a, explicit_flag);
   apply_model_defaults(a, explicit_flag);
-  const bool lm = is_language_model(a.model);
   std::vector<std::string> resume_report;
   if (a.resume && std::filesystem::exists(a.checkpoint)) {
     const nn::Metadata meta = nn::read_safetensors_metadata(a.checkpoint);
@@ -92,7 +91,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   if (run.rank != 0) a.quiet = true;  // rank 0 logs
   if (a.memory_limit > 0) set_memory_limit(run.device, a.memory_limit);
   const Device device = run.device;
-  TrainTask task = lm ? make_text_task(a, run) : make_image_task(a, run);
+  TrainTask task = is_language_model(a.model) ? make_text_task(a, run) : make_image_task(a, run);
   const DType precision = nn::parse_precision(a.precision);
   nn::OptimOptions opts;
   opts.lr = a.lr;
@@ -135,7 +134,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   to.resume = a.resume;
   to.config = config.dump();
   to.metadata = task.checkpoint_metadata;
-  to.progress = !a.quiet && !lm && isatty(STDERR_FILENO);
+  to.progress = !a.quiet && task.progress_bar && isatty(STDERR_FILENO);
   to.precision = precision;
   to.graph = a.graph;
   to.on_nonfinite = a.on_nonfinite == "skip" ? nn::OnNonFinite::skip : nn::OnNonFinite::stop;
@@ -191,7 +190,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
                           {"graph_replays", h.graph_replays},
                           {"skipped_steps", h.skipped_steps},
                           {"lr", h.lr}};
-      if (lm) e["val_loss"] = h.test.loss, e["tokens_per_second"] = h.samples_per_second;
+      if (task.report_epoch) task.report_epoch(e, h);
       j["history"].push_back(e);
     }
     if (!resume_report.empty()) j["resume_overrides"] = resume_report;

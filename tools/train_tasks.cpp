@@ -226,6 +226,11 @@ TrainTask make_text_task(const TrainArgs& a, const RunContext& run) {
     j["val_loss"] = final_eval.loss;
     j["tokens_per_second"] = throughput;
   };
+  t.report_epoch = [](nlohmann::json& e, const nn::EpochStats& h) {  // the language-model names of the same figures
+    e["val_loss"] = h.test.loss;
+    e["tokens_per_second"] = h.samples_per_second;
+  };
+  t.progress_bar = false;
   t.export_check = [corpus, device](nn::Module& m, nn::BatchSource&, const TrainArgs& args) {
     export_language_model(m, *corpus, args, device);
   };

@@ -50,6 +50,11 @@ struct TrainTask {
   std::function<void(const nn::EvalStats&, double seconds, double throughput, const TrainArgs&, int world)> print_result;
   /** The task's fields of the --json report. */
   std::function<void(nlohmann::json&, const nn::EvalStats&, double throughput, const TrainArgs&)> report;
+  /** The task's fields of each epoch's entry in the report's history (optional). */
+  std::function<void(nlohmann::json& entry, const nn::EpochStats&)> report_epoch;
+  /** A progress bar per epoch on a terminal: image epochs; a language model's epochs are its
+   *  validation intervals, each printed as a line. */
+  bool progress_bar = true;
   /** --export: writes the model as ONNX, re-imports it and compares predictions. */
   std::function<void(nn::Module&, nn::BatchSource& test, const TrainArgs&)> export_check;
 };
