@@ -476,25 +476,8 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
   }
 }
 
-// SMs (CUs) of the current device, for sizing split launches; the emulator models 8, so the
-// small shapes of the tests take the split paths there.
-inline int device_units() {
-#if defined(__CUDACC__) || defined(__HIPCC__)
-  thread_local int cached_device = -1, cached = 1;
-  int d = 0;
-  TESSERA_GPU_CHECK(vendor::get_device(&d));
-  if (d != cached_device) {
-    DeviceProps p;
-    TESSERA_GPU_CHECK(vendor::properties(d, p));
-    cached = p.units > 0 ? p.units : 1;
-    cached_device = d;
-  }
-  return cached;
-#else
-  return 8;
-#endif
-}
-
+// Split sizes use device_units() (runtime.h); the emulator models 8 SMs, so the small shapes of
+// the tests take the split paths there.
 /** Blocks per output tile for a walk of `walk` steps over `tiles` output tiles: about two blocks
  *  per SM in all, at most 4 per tile, 1 when the tiles alone fill the device. */
 inline int attention_splits(int64_t tiles, int64_t walk) {

@@ -88,11 +88,7 @@ class DeviceMemory final : public RawAllocator {
       // Only a lack of memory is OutOfMemory; anything else (a capture it broke, a lost device)
       // is reported as what it is, not as "out of memory allocating 128 B".
       if (!vendor::out_of_memory(e)) {
-#if defined(__HIPCC__)
-        throw Error(detail::concat("allocate: hip:", device_, ": ", error_text(e), " (", nbytes, " B)"));
-#else
-        throw Error(detail::concat("allocate: cuda:", device_, ": ", error_text(e), " (", nbytes, " B)"));
-#endif
+        throw Error(detail::concat("allocate: ", kVendorDevice, ":", device_, ": ", error_text(e), " (", nbytes, " B)"));
       }
       return nullptr;
     }

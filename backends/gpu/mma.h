@@ -57,17 +57,8 @@ TESSERA_DEVICE uint32_t pack_bits(uint16_t lo, uint16_t hi) { return static_cast
 /** Two floats rounded to nearest-even T and packed as an operand word (one cvt on sm_80+). */
 template <class T>
 TESSERA_DEVICE uint32_t pack_rn(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint32_t r;
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // the first source goes to the upper half
-  } else {
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  }
-  return r;
-#else
+  if constexpr (kHasMmaSync) return cvt_pack2_rn<std::is_same_v<T, BFloat16>>(lo, hi);
   return pack_bits(T(lo).bits, T(hi).bits);
-#endif
 }
 
 /** A fragment of N 16-bit elements from N / 2 packed words. */
@@ -80,75 +71,35 @@ TESSERA_DEVICE void unpack_words(const uint32_t (&w)[N / 2], T (&out)[N]) {
 }
 
 #if defined(__CUDACC__) && !defined(__HIPCC__)
-TESSERA_DEVICE uint32_t pack2(uint16_t lo, uint16_t hi) { return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16); }
-
-/** c += a @ b on the tensor cores of sm_80+ (the launcher never picks this shape on older GPUs). */
+/** c += a @ b on the tensor cores of sm_80+ (the launcher never picks this shape on older GPUs:
+ *  there mma_sync_16x8x16 traps, a dispatch bug). */
 template <class Shape, class T>
 TESSERA_DEVICE void mma(float (&c)[Shape::C], const T (&a)[Shape::A], const T (&b)[Shape::B]) {
   static_assert(std::is_same_v<Shape, MmaSync16x8x16>, "CUDA builds use the mma.sync shape");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint32_t a0 = pack2(a[0].bits, a[1].bits), a1 = pack2(a[2].bits, a[3].bits), a2 = pack2(a[4].bits, a[5].bits),
-                 a3 = pack2(a[6].bits, a[7].bits), b0 = pack2(b[0].bits, b[1].bits), b1 = pack2(b[2].bits, b[3].bits);
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-#else
-  (void)c, (void)a, (void)b;
-#if defined(__CUDA_ARCH__)
-  __trap();  // pre-Ampere: the host side chose the SIMT GEMM; reaching here is a dispatch bug
-#endif
-#endif
+  const uint32_t aw[4] = {pack_bits(a[0].bits, a[1].bits), pack_bits(a[2].bits, a[3].bits), pack_bits(a[4].bits, a[5].bits),
+                          pack_bits(a[6].bits, a[7].bits)};
+  const uint32_t bw[2] = {pack_bits(b[0].bits, b[1].bits), pack_bits(b[2].bits, b[3].bits)};
+  mma_sync_16x8x16<std::is_same_v<T, BFloat16>>(c, aw, bw);
 }
 /** mma() on packed operand words (fragments kept as words use half the registers). */
 template <class Shape, class T>
 TESSERA_DEVICE void mma_w(float (&c)[Shape::C], const uint32_t (&a)[Shape::A / 2], const uint32_t (&b)[Shape::B / 2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  if constexpr (kHasMmaSync) {
+    mma_sync_16x8x16<std::is_same_v<T, BFloat16>>(c, a, b);
   } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    T ta[Shape::A], tb[Shape::B];
+    unpack_words<T, Shape::A>(a, ta);
+    unpack_words<T, Shape::B>(b, tb);
+    mma<Shape, T>(c, ta, tb);
   }
-#else
-  T ta[Shape::A], tb[Shape::B];
-  unpack_words<T, Shape::A>(a, ta);
-  unpack_words<T, Shape::B>(b, tb);
-  mma<Shape, T>(c, ta, tb);
-#endif
 }
 #elif defined(__HIPCC__)
 /** c += a @ b on the matrix cores of CDNA GPUs (the launcher picks this shape only there). */
 template <class Shape, class T>
 TESSERA_DEVICE void mma(float (&c)[Shape::C], const T (&a)[Shape::A], const T (&b)[Shape::B]) {
   static_assert(std::is_same_v<Shape, Mfma16x16x16>, "HIP builds use the MFMA shape");
-#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
-  typedef float float4_t __attribute__((ext_vector_type(4)));
-  typedef short short4_t __attribute__((ext_vector_type(4)));
-  typedef _Float16 half4_t __attribute__((ext_vector_type(4)));
-  float4_t acc = {c[0], c[1], c[2], c[3]};
-  short4_t as, bs;
-  for (int i = 0; i < 4; ++i) as[i] = static_cast<short>(a[i].bits), bs[i] = static_cast<short>(b[i].bits);
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(as, bs, acc, 0, 0, 0);
-  } else {
-    acc = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(half4_t, as), __builtin_bit_cast(half4_t, bs), acc, 0, 0, 0);
-  }
-  for (int i = 0; i < 4; ++i) c[i] = acc[i];
-#else
-  (void)c, (void)a, (void)b;
-#if defined(__HIP_DEVICE_COMPILE__)
-  __builtin_trap();  // no matrix cores (RDNA): the host side chose the SIMT GEMM
-#endif
-#endif
+  const uint16_t ab[4] = {a[0].bits, a[1].bits, a[2].bits, a[3].bits}, bb[4] = {b[0].bits, b[1].bits, b[2].bits, b[3].bits};
+  mfma_16x16x16<std::is_same_v<T, BFloat16>>(c, ab, bb);
 }
 template <class Shape, class T>
 TESSERA_DEVICE void mma_w(float (&c)[Shape::C], const uint32_t (&a)[Shape::A / 2], const uint32_t (&b)[Shape::B / 2]) {

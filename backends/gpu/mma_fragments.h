@@ -5,23 +5,13 @@
 // elements are adjacent, ldmatrix.trans on sm_80+ where they are not), and the conversion of
 // f32 accumulators into the A fragments of the next product (from registers where the shape's
 // C layout is its A layout, else through the warp's own rows of shared memory).
-#include <cstring>
-
 #include "mma.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 
 /** Two adjacent 16-bit elements of shared memory (p 4-byte aligned) as one word. */
-TESSERA_DEVICE uint32_t load_pair(const uint16_t* p) {
-#if defined(__CUDACC__) || defined(__HIPCC__)
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  uint32_t w;
-  std::memcpy(&w, p, sizeof w);  // the host compiler's aliasing rules: no uint32_t view of uint16_t storage
-  return w;
-#endif
-}
+TESSERA_DEVICE uint32_t load_pair(const uint16_t* p) { return load_u16_pair(p); }
 
 /** Whether 16-bit rows of `width` elements from `p` can be copied 16 bytes at a time. */
 TESSERA_DEVICE bool rows_vectorizable(const void* p, int64_t width, int kD) {
@@ -67,13 +57,9 @@ TESSERA_DEVICE void load_b_words_nk(uint32_t (&w)[Shape::B / 2], const uint16_t*
  *  elsewhere two 16-bit reads per word. */
 template <class Shape>
 TESSERA_DEVICE void load_b_words_kn(uint32_t (&w)[Shape::B / 2], const uint16_t* t, int ld, int k0, int n0, int ln) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<Shape, MmaSync16x8x16>) {
-    const auto row = static_cast<unsigned>(__cvta_generic_to_shared(t + (k0 + (ln & 15)) * ld + n0));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(w[0]), "=r"(w[1]) : "r"(row));
-  } else
-#endif
-  {
+  if constexpr (kHasMmaSync && std::is_same_v<Shape, MmaSync16x8x16>) {
+    ldmatrix_x2_trans(w[0], w[1], t + (k0 + (ln & 15)) * ld + n0);
+  } else {
     TESSERA_UNROLL
     for (int e = 0; e < Shape::B; e += 2) {
       w[e / 2] = pack_bits(t[(k0 + Shape::b_row(ln, e)) * ld + n0 + Shape::b_col(ln, e)],

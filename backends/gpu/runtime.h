@@ -68,11 +68,13 @@ inline constexpr unsigned kMaxBlockThreads = 256;
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #if defined(__HIPCC__)
 using VendorError = hipError_t;
+inline constexpr const char* kVendorDevice = "hip";  // the device type's name in messages
 inline bool ok(VendorError e) { return e == hipSuccess; }
 inline const char* error_text(VendorError e) { return hipGetErrorString(e); }
 inline VendorError last_error() { return hipGetLastError(); }
 #else
 using VendorError = cudaError_t;
+inline constexpr const char* kVendorDevice = "cuda";
 inline bool ok(VendorError e) { return e == cudaSuccess; }
 inline const char* error_text(VendorError e) { return cudaGetErrorString(e); }
 inline VendorError last_error() { return cudaGetLastError(); }
@@ -410,6 +412,95 @@ TESSERA_DEVICE void async_copy16(void* smem, const void* gmem, bool valid) {
   *static_cast<Chunk*>(smem) = valid ? *static_cast<const Chunk*>(gmem) : Chunk{};
 #endif
 }
+/** Whether this compilation pass has sm_80's warp matrix instructions (mma.sync m16n8k16,
+ *  ldmatrix, cvt.rn.{bf16,f16}x2): per pass, so false on the host, older targets, AMD and the
+ *  emulator. The wrappers below exist in every pass; only kernels under this flag call them. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+inline constexpr bool kHasMmaSync = true;
+#else
+inline constexpr bool kHasMmaSync = false;
+#endif
+/** Two 16-bit elements at p (4-byte aligned, shared memory) as one word, low address low. */
+TESSERA_DEVICE uint32_t load_u16_pair(const uint16_t* p) {
+#if defined(__CUDACC__) || defined(__HIPCC__)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t w;
+  std::memcpy(&w, p, sizeof w);  // the host compiler's aliasing rules: no uint32_t view of uint16_t storage
+  return w;
+#endif
+}
+/** c += a b by one mma.sync.m16n8k16 (f32 accumulators, bf16 or f16 operands as packed words). */
+template <bool kBf16>
+TESSERA_DEVICE void mma_sync_16x8x16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kBf16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+#else
+  (void)c, (void)a, (void)b;
+#if defined(__CUDA_ARCH__)
+  __trap();  // pre-Ampere device code: the host side chose the SIMT path; reaching here is a dispatch bug
+#endif
+#endif
+}
+/** Two floats rounded to nearest-even bf16 (or f16) in one word, lo in the low half. */
+template <bool kBf16>
+TESSERA_DEVICE uint32_t cvt_pack2_rn(float lo, float hi) {
+  uint32_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kBf16) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // the first source goes to the upper half
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+#else
+  (void)lo, (void)hi;
+#endif
+  return r;
+}
+/** ldmatrix.x2.trans: lanes 0-15 give the addresses of 16 rows of 8 16-bit elements (16-byte
+ *  aligned, shared memory); lane l receives, of the 16 x 8 tile, elements [(l % 4) * 2 + {0, 1}][l / 4]
+ *  in w0 and the same 8 rows further in w1 - the mma.sync B fragment of a k-major tile. */
+TESSERA_DEVICE void ldmatrix_x2_trans(uint32_t& w0, uint32_t& w1, const uint16_t* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(addr));
+#else
+  (void)row;
+  w0 = w1 = 0;
+#endif
+}
+/** c += a b by one MFMA 16x16x16 (CDNA: gfx90a, gfx94x; bf16 or f16 operands as raw bits). Elsewhere
+ *  in AMD device code it traps (no matrix cores, RDNA: the host side chose the SIMT path). */
+template <bool kBf16>
+TESSERA_DEVICE void mfma_16x16x16(float (&c)[4], const uint16_t (&a)[4], const uint16_t (&b)[4]) {
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+  typedef float float4_t __attribute__((ext_vector_type(4)));
+  typedef short short4_t __attribute__((ext_vector_type(4)));
+  typedef _Float16 half4_t __attribute__((ext_vector_type(4)));
+  float4_t acc = {c[0], c[1], c[2], c[3]};
+  short4_t as, bs;
+  for (int i = 0; i < 4; ++i) as[i] = static_cast<short>(a[i]), bs[i] = static_cast<short>(b[i]);
+  if constexpr (kBf16) {
+    acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(as, bs, acc, 0, 0, 0);
+  } else {
+    acc = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(half4_t, as), __builtin_bit_cast(half4_t, bs), acc, 0, 0, 0);
+  }
+  for (int i = 0; i < 4; ++i) c[i] = acc[i];
+#else
+  (void)c, (void)a, (void)b;
+#if defined(__HIP_DEVICE_COMPILE__)
+  __builtin_trap();
+#endif
+#endif
+}
 /** Closes the group of async_copy16 calls issued since the last commit. */
 TESSERA_DEVICE void async_copy_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -421,6 +512,24 @@ template <int N>
 TESSERA_DEVICE void async_copy_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+/** SMs (CUs) of the current device, for sizing launches; the emulator models 8. */
+inline int device_units() {
+#if defined(__CUDACC__) || defined(__HIPCC__)
+  thread_local int cached_device = -1, cached = 1;
+  int d = 0;
+  TESSERA_GPU_CHECK(vendor::get_device(&d));
+  if (d != cached_device) {
+    DeviceProps p;
+    TESSERA_GPU_CHECK(vendor::properties(d, p));
+    cached = p.units > 0 ? p.units : 1;
+    cached_device = d;
+  }
+  return cached;
+#else
+  return 8;
 #endif
 }
 
