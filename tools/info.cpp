@@ -70,6 +70,8 @@ void print_info_json() {
   for (Backend* b : registered_backends()) {
     nlohmann::json bj = {{"name", b->name()}, {"build", nlohmann::json::object()}, {"devices", nlohmann::json::array()}};
     for (const auto& [k, v] : b->build_info()) bj["build"][k] = v;
+    bj["gaps"] = nlohmann::json::array();
+    for (const OpGap& g : op_gaps(*b)) bj["gaps"].push_back({{"op", op_name(g.op)}, {"dtypes", g.dtypes.str()}, {"why", g.why}});
     const int count = b->device_count();
     bj["unavailable_reason"] = count == 0 ? nlohmann::json(b->unavailable_reason()) : nlohmann::json(nullptr);
     for (int i = 0; i < count; ++i) {
@@ -101,6 +103,9 @@ void print_info() {
     std::cout << "  " << b->name();
     for (const auto& [k, v] : b->build_info()) std::cout << "  [" << k << ": " << v << "]";
     std::cout << "\n";
+    const std::vector<OpGap> gaps = op_gaps(*b);
+    if (gaps.empty()) std::cout << "    gaps: none (every op at every dtype it takes)\n";
+    for (const OpGap& g : gaps) std::cout << "    gap: " << op_name(g.op) << " at " << g.dtypes.str() << " (" << g.why << ")\n";
     const int count = b->device_count();
     if (count == 0) std::cout << "    no device: " << b->unavailable_reason() << "\n";
     for (int i = 0; i < count; ++i) {

@@ -29,6 +29,10 @@ inline void check_class_targets(const Tensor& target, int64_t classes, int64_t i
 }
 
 /** scatter_add's destination dtypes on the device backends (those with atomic adds). */
+/** The dtypes scatter_add's device kernels take: those with native atomic adds everywhere. */
+inline constexpr DTypeSet kScatterAddDTypes{DType::f32, DType::f64, DType::i32, DType::i64};
+inline constexpr const char* kScatterAddGap = "no device atomics for them; scatter_add accumulates them in float32 or int64 and casts back";
+
 template <class F> void dispatch_scatter(DType dt, F&& f) {
   switch (dt) {
     case DType::f32: f.template operator()<float>(); return;

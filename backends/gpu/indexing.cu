@@ -166,6 +166,7 @@ void register_indexing(KernelTable& table) {
   table[OpId::IndexSelect] = &index_select_op;
   table[OpId::Gather] = &gather_op;
   table[OpId::ScatterAdd] = &scatter_add_op;
+  table.refuse(OpId::ScatterAdd, kNumericDTypes - backend_common::kScatterAddDTypes, backend_common::kScatterAddGap);
   table[OpId::ScatterReduce] = &scatter_reduce_op;
 }
 

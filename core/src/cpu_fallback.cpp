@@ -35,18 +35,20 @@ int64_t cpu_fallback_count() { return g_count.load(); }
 
 namespace detail {
 
-bool run_cpu_fallback(OpId op, Backend& backend, std::span<const Tensor> inputs, std::span<Tensor> outputs, const OpAttrs& attrs) {
+bool run_cpu_fallback(OpId op, DType dtype, Backend& backend, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                      const OpAttrs& attrs) {
   if (!cpu_fallback() || backend.device_type() == DeviceType::cpu) return false;
   Backend* cpu = find_backend(DeviceType::cpu);
-  const KernelFn kernel = cpu ? cpu->kernels()[op] : nullptr;
-  if (!kernel) return false;
+  if (!cpu || !cpu->supports(op, dtype)) return false;
+  const KernelFn kernel = cpu->kernels()[op];
   {
     static std::mutex mutex;
-    static std::set<std::pair<int, std::string>> logged;
+    static std::set<std::pair<int, std::string>> logged;  // (op, dtype), backend
     std::lock_guard lock(mutex);
-    if (logged.emplace(static_cast<int>(op), backend.name()).second) {
-      std::fprintf(stderr, "tessera: %s is not implemented on %s; running it on the cpu (TESSERA_CPU_FALLBACK)\n", op_name(op).data(),
-                   backend.name());
+    if (logged.emplace(static_cast<int>(op) * kNumDTypes + static_cast<int>(dtype), backend.name()).second) {
+      const bool missing = backend.kernels()[op] == nullptr;
+      std::fprintf(stderr, "tessera: %s is not implemented on %s%s%s; running it on the cpu (TESSERA_CPU_FALLBACK)\n", op_name(op).data(),
+                   backend.name(), missing ? "" : " for ", missing ? "" : dtype_name(dtype));
     }
   }
   const NoGradGuard no_grad;

@@ -52,4 +52,15 @@ DType promote_types(DType a, DType b) {
 
 std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }
 
+std::string DTypeSet::str() const {
+  std::string out;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const auto dt = static_cast<DType>(i);
+    if (!contains(dt)) continue;
+    if (!out.empty()) out += ", ";
+    out += dtype_name(dt);
+  }
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace tessera

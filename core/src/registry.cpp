@@ -143,6 +143,21 @@ Backend& backend_for_device(Device device, const char* op) {
   return *b;
 }
 
+std::vector<OpGap> op_gaps(const Backend& backend) {
+  std::vector<OpGap> gaps;
+  for (int i = 0; i < kOpCount; ++i) {
+    const auto op = static_cast<OpId>(i);
+    const DTypeSet takes = op_dtypes(op);
+    if (!backend.kernels()[op]) {
+      gaps.push_back({op, takes, "no kernel"});
+      continue;
+    }
+    const KernelTable::Refusal& r = backend.kernels().refusal(op);
+    if (!(r.dtypes & takes).empty()) gaps.push_back({op, r.dtypes & takes, r.why ? r.why : "refused"});
+  }
+  return gaps;
+}
+
 std::vector<MissingBackend> missing_backends() {
   std::vector<MissingBackend> out;
 #define TESSERA_MISSING(name, reason) out.push_back({name, reason});

@@ -2,6 +2,7 @@
 // Element types and PyTorch-style type promotion.
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -33,6 +34,37 @@ DType promote_types(DType a, DType b);
 inline DType to_floating(DType dt) { return is_floating(dt) ? dt : DType::f32; }
 
 std::ostream& operator<<(std::ostream& os, DType dt);
+
+/** A set of dtypes (a bit per DType): what a kernel accepts, what a backend lacks. */
+class DTypeSet {
+ public:
+  constexpr DTypeSet() = default;
+  constexpr DTypeSet(std::initializer_list<DType> dtypes) {
+    for (DType dt : dtypes) bits_ |= bit(dt);
+  }
+  constexpr bool contains(DType dt) const { return (bits_ & bit(dt)) != 0; }
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr DTypeSet operator|(DTypeSet o) const { return from_bits(bits_ | o.bits_); }
+  constexpr DTypeSet operator&(DTypeSet o) const { return from_bits(bits_ & o.bits_); }
+  constexpr DTypeSet operator-(DTypeSet o) const { return from_bits(bits_ & ~o.bits_); }
+  constexpr bool operator==(const DTypeSet&) const = default;
+  /** "float16, bfloat16" (names in DType order), "none" when empty. */
+  std::string str() const;
+
+ private:
+  static constexpr uint16_t bit(DType dt) { return static_cast<uint16_t>(1u << static_cast<unsigned>(dt)); }
+  static constexpr DTypeSet from_bits(uint16_t b) {
+    DTypeSet s;
+    s.bits_ = b;
+    return s;
+  }
+  uint16_t bits_ = 0;
+};
+inline constexpr DTypeSet kFloatDTypes{DType::f32, DType::f64, DType::f16, DType::bf16};
+inline constexpr DTypeSet kNumericDTypes = kFloatDTypes | DTypeSet{DType::i8, DType::u8, DType::i32, DType::i64};
+inline constexpr DTypeSet kAllDTypes = kNumericDTypes | DTypeSet{DType::boolean};
+/** The integer dtypes and bool (bitwise ops). */
+inline constexpr DTypeSet kIntegralDTypes = kAllDTypes - kFloatDTypes;
 
 /** Maps a C++ type to its DType (float -> f32, Half -> f16, bool -> boolean, ...). */
 template <class T> struct dtype_of;

@@ -46,9 +46,16 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
   }
   Backend& backend = backend_for_device(device, name);
   KernelFn fn = backend.kernels()[op];
-  if (!fn) {
-    if (run_cpu_fallback(op, backend, inputs, outputs, attrs)) return;
-    throw NotImplemented(concat(name, ": not implemented on ", backend.name(), cpu_fallback() ? "" : " (TESSERA_CPU_FALLBACK=1 runs it on the cpu)"));
+  const DType dtype = kernel_dtype(op, inputs, outputs);
+  if (!fn || !backend.supports(op, dtype)) {
+    if (run_cpu_fallback(op, dtype, backend, inputs, outputs, attrs)) return;
+    const char* hint = cpu_fallback() ? "" : " (TESSERA_CPU_FALLBACK=1 runs it on the cpu)";
+    if (!fn) throw NotImplemented(concat(name, ": not implemented on ", backend.name(), hint));
+    const KernelTable::Refusal& refusal = backend.kernels().refusal(op);
+    if (refusal.dtypes.contains(dtype)) {
+      throw NotImplemented(concat(name, ": ", backend.name(), " has no kernel for ", dtype, " (", refusal.why, ")", hint));
+    }
+    throw Error(concat(name, ": no kernel takes ", dtype, " (the op's kernels take ", op_dtypes(op).str(), ")"));
   }
   if (graph_capturing() && (op == OpId::RandUniform || op == OpId::RandNormal || op == OpId::RandInt || op == OpId::Bernoulli)) {
     throw Error(concat(name, ": random ops cannot be captured in a graph (their Philox seed and offset are launch "

@@ -163,11 +163,28 @@ class Backend {
   virtual std::unique_ptr<GraphExec> end_capture(int device);
 
   const KernelTable& kernels() const { return kernels_; }
+  /**
+   * Whether op runs here at `dtype` (the kernel_dtype of its operands): a kernel exists, the op
+   * takes the dtype at all (op_dtypes), and the kernel does not refuse it. The dispatcher checks
+   * it before every launch (an unsupported pair is the CPU fallback's or a NotImplemented error
+   * naming op, backend and dtype), and ops with a better way round a gap ask it first (scatter_add
+   * accumulates 16-bit floats in f32 where a device has no 16-bit atomics).
+   */
+  bool supports(OpId op, DType dtype) const {
+    return kernels_[op] != nullptr && op_dtypes(op).contains(dtype) && !kernels_.refusal(op).dtypes.contains(dtype);
+  }
   /** Substitutes `fn` for op's kernel and returns the one it replaces (test harnesses: planted
    *  wrong kernels for the benchmark's correctness gate). Not while kernels may be running. */
   KernelFn replace_kernel(OpId op, KernelFn fn) {
     KernelFn previous = kernels_[op];
     kernels_[op] = fn;
+    return previous;
+  }
+  /** Substitutes op's declared refusal and returns the one it replaces (tests of the dispatcher's
+   *  handling of a refused dtype). Not while kernels may be running. */
+  KernelTable::Refusal replace_refusal(OpId op, KernelTable::Refusal refusal) {
+    const KernelTable::Refusal previous = kernels_.refusal(op);
+    kernels_.refuse(op, refusal.dtypes, refusal.why);
     return previous;
   }
 

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "tessera/dtype.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/optim.h"
 #include "tessera/kernels/scatter.h"
@@ -60,7 +61,19 @@ struct KernelCall {
 
 using KernelFn = void (*)(const KernelCall&);
 
-/** A backend's kernels, indexed by OpId; nullptr means "not implemented on this backend". */
+/**
+ * The dtypes the front-end hands op's kernel (after promotion: float-only ops never see an
+ * integer), judged by kernel_dtype(): the reference (CPU) kernels accept exactly these.
+ */
+DTypeSet op_dtypes(OpId op);
+
+/** The dtype that selects op's kernel instantiation: the data operand's (Where: a; the scatters and
+ *  optimizer updates: the updated output; ops with no input: the output). */
+DType kernel_dtype(OpId op, std::span<const Tensor> inputs, std::span<const Tensor> outputs);
+
+/** A backend's kernels, indexed by OpId; nullptr means "not implemented on this backend". A
+ *  kernel may refuse some of op_dtypes(op) (declared with refuse(), with the reason): the
+ *  dispatcher then never calls it with them (Backend::supports). */
 struct KernelTable {
   std::array<KernelFn, kOpCount> fns{};
   KernelFn& operator[](OpId op) { return fns[static_cast<size_t>(op)]; }
@@ -70,6 +83,15 @@ struct KernelTable {
     for (auto f : fns) n += f != nullptr;
     return n;
   }
+
+  struct Refusal {
+    DTypeSet dtypes;
+    const char* why = nullptr;  ///< a string literal
+  };
+  /** Declares that op's kernel does not take `dtypes`, and why. */
+  void refuse(OpId op, DTypeSet dtypes, const char* why) { refusals[static_cast<size_t>(op)] = {dtypes, why}; }
+  const Refusal& refusal(OpId op) const { return refusals[static_cast<size_t>(op)]; }
+  std::array<Refusal, kOpCount> refusals{};
 };
 
 }  // namespace tessera

@@ -26,6 +26,16 @@ void unregister_backend(DeviceType type);
  */
 Backend& backend_for_device(Device device, const char* op);
 
+/** What a backend lacks: an op with no kernel (every dtype it takes, why "no kernel") or a kernel
+ *  that refuses some dtypes (Backend::supports is false for them). */
+struct OpGap {
+  OpId op;
+  DTypeSet dtypes;
+  std::string why;
+};
+/** The backend's gaps in OpId order; empty when it runs every op at every dtype (`tessera info`). */
+std::vector<OpGap> op_gaps(const Backend& backend);
+
 /** Backends the build knows about but did not compile, with the reason (for `tessera info`). */
 struct MissingBackend {
   std::string name;
