@@ -196,6 +196,22 @@ class MpiGroup final : public ProcessGroup {
     });
   }
 
+  std::unique_ptr<Work> send(const Tensor& t, int dst, int tag) override {
+    check_peer(t, dst, tag, "send");
+    const Staged s = stage(t, true);
+    MPI_Request req;
+    check_mpi(MPI_Isend(s.host.data_ptr(), count_of(s.host, "send"), mpi_type(s.host.dtype(), "send"), dst, tag, comm_, &req), "MPI_Isend");
+    return issue(tessera::detail::concat("send to rank ", dst, " (tag ", tag, ")").c_str(), t, req, [s] {});
+  }
+
+  std::unique_ptr<Work> recv(Tensor t, int src, int tag) override {
+    check_peer(t, src, tag, "recv");
+    const Staged d = stage(t, false);
+    MPI_Request req;
+    check_mpi(MPI_Irecv(d.host.data_ptr(), count_of(d.host, "recv"), mpi_type(d.host.dtype(), "recv"), src, tag, comm_, &req), "MPI_Irecv");
+    return issue(tessera::detail::concat("recv from rank ", src, " (tag ", tag, ")").c_str(), t, req, [d] { d.finish(); });
+  }
+
   void barrier() override {
     MPI_Request req;
     check_mpi(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
@@ -205,6 +221,13 @@ class MpiGroup final : public ProcessGroup {
  private:
   std::unique_ptr<Work> issue(const char* name, const Tensor& t, MPI_Request req, std::function<void()> finish) {
     return std::make_unique<MpiWork>(*this, detail::describe_collective(name, ++sequence_, t), req, std::move(finish));
+  }
+
+  void check_peer(const Tensor& t, int peer, int tag, const char* op) const {
+    TESSERA_CHECK(t.defined(), op, "undefined tensor");
+    TESSERA_CHECK(peer >= 0 && peer < world_ && peer != rank_, op, "peer rank ", peer, " must be another rank of the ", world_,
+                  " (this is rank ", rank_, ")");
+    TESSERA_CHECK(tag >= 0 && tag <= 32767, op, "tag ", tag, " outside 0..32767 (the least MPI_TAG_UB MPI guarantees)");
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -358,6 +358,26 @@ class NcclGroup final : public ProcessGroup {
                "ncclReduceScatter");
     return issue("reduce_scatter", in, s, {src, dst});
   }
+  std::unique_ptr<Work> send(const Tensor& t, int dst, int tag) override {
+    if (!mine(t)) return mpi_->send(t, dst, tag);
+    TESSERA_CHECK(dst >= 0 && dst < world_size() && dst != rank(), "send", "peer rank ", dst, " must be another rank of the ",
+                  world_size());
+    // NCCL has no tags: transfers between two ranks match in issue order, which is the order
+    // the SPI promises per (peer, tag) when every tag is issued in one order on both sides.
+    const Tensor src = t.contiguous();
+    const xcclStream_t s = comm_stream();
+    check_nccl(ncclSend(src.data_ptr(), static_cast<size_t>(src.numel()), nccl_type(src.dtype(), "send"), dst, comm_, s), "ncclSend");
+    return issue(tessera::detail::concat("send to rank ", dst, " (tag ", tag, ")").c_str(), t, s, {src});
+  }
+  std::unique_ptr<Work> recv(Tensor t, int src, int tag) override {
+    if (!mine(t)) return mpi_->recv(std::move(t), src, tag);
+    TESSERA_CHECK(src >= 0 && src < world_size() && src != rank(), "recv", "peer rank ", src, " must be another rank of the ",
+                  world_size());
+    const Tensor dst = contiguous_target(t, "recv");
+    const xcclStream_t s = comm_stream();
+    check_nccl(ncclRecv(dst.data_ptr(), static_cast<size_t>(dst.numel()), nccl_type(dst.dtype(), "recv"), src, comm_, s), "ncclRecv");
+    return issue(tessera::detail::concat("recv from rank ", src, " (tag ", tag, ")").c_str(), t, s, {dst});
+  }
   void barrier() override { mpi_->barrier(); }
 
  private:

@@ -152,6 +152,15 @@ void set_collective_timeout(std::chrono::milliseconds timeout) {
 }
 std::chrono::milliseconds collective_timeout() { return timeout_ref(); }
 
+std::unique_ptr<Work> ProcessGroup::send(const Tensor& t, int dst, int tag) {
+  (void)t, (void)dst, (void)tag;
+  throw NotImplemented(tessera::detail::concat("send: the ", backend(), " process group has no point-to-point transfers"));
+}
+std::unique_ptr<Work> ProcessGroup::recv(Tensor t, int src, int tag) {
+  (void)t, (void)src, (void)tag;
+  throw NotImplemented(tessera::detail::concat("recv: the ", backend(), " process group has no point-to-point transfers"));
+}
+
 void all_reduce(Tensor t, ReduceOp op) { default_group().all_reduce(std::move(t), op)->wait(); }
 void broadcast(Tensor t, int root) { default_group().broadcast(std::move(t), root)->wait(); }
 

@@ -1,7 +1,8 @@
 // Data-parallel checks, run by CTest under `mpirun -np 2` and `-np 3` (label "dist"):
 //   dist_test collectives|ddp|zero <device>   every rank checks, prints failures, exits non-zero on any
 //   dist_test zero-save|zero-load <device> <path>   ZeRO-1 state across world sizes (zero_resume.sh)
-//   dist_test hang|die                   the watchdog cases (tests/dist/watchdog.sh)
+//   dist_test pipeline <device>          send/recv and the ranked pipeline (2 ranks)
+//   dist_test hang|die|pipeline-die      the watchdog cases (tests/dist/watchdog.sh)
 // A plain program, not doctest: doctest's discovery would run it without mpirun at build time.
 #include <chrono>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "tessera/nn/ddp.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/optim.h"
+#include "tessera/nn/pipeline.h"
 #include "tessera/nn/serialize.h"
 #include "tessera/nn/zero.h"
 #include "tessera/tessera.h"
@@ -282,6 +284,47 @@ void zero_save_or_load(dist::ProcessGroup& pg, Device dev, bool save, const std:
 }
 }  // namespace
 
+// Point-to-point and the ranked pipeline (2 ranks, one stage each): send/recv round trips in
+// every dtype the group moves, then each schedule's loss and this rank's stage gradients equal
+// those of the whole model on one rank.
+void check_pipeline(dist::ProcessGroup& pg, Device dev) {
+  const int r = pg.rank(), peer = 1 - r;
+  expect(pg.world_size() == 2, "the pipeline check runs on 2 ranks");
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i64}) {
+    const Tensor mine = rank_tensor({3, 5}, r, dt, dev);
+    Tensor got = zeros({3, 5}, dt, dev);
+    auto s = pg.send(mine, peer, 7);
+    pg.recv(got, peer, 7)->wait();
+    s->wait();
+    expect(max_abs_diff(got, rank_tensor({3, 5}, peer, dt, dev)) == 0.0, std::string("send/recv of ") + dtype_name(dt));
+  }
+  const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
+  for (auto sched : {nn::PipelineSchedule::gpipe, nn::PipelineSchedule::one_f_one_b}) {
+    manual_seed(5);
+    auto l1 = std::make_shared<nn::Linear>(8, 32), l2 = std::make_shared<nn::Linear>(32, 4);
+    auto whole = std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{l1, std::make_shared<nn::Tanh>(), l2});
+    whole->to(dev);
+    const Tensor x = div(rank_tensor({16, 8}, 0, DType::f32, dev), 100.0), y = div(rank_tensor({16, 4}, 1, DType::f32, dev), 50.0);
+    const Tensor ref = mse(whole->forward(x), y);
+    ref.backward();
+    // This rank's stage: a copy of its part of the whole model.
+    auto copy = std::make_shared<nn::Linear>(r == 0 ? 8 : 32, r == 0 ? 32 : 4);
+    copy->load_state_dict((r == 0 ? l1 : l2)->state_dict());
+    nn::ModulePtr stage =
+        r == 0 ? nn::ModulePtr(std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{copy, std::make_shared<nn::Tanh>()}))
+               : nn::ModulePtr(copy);
+    std::shared_ptr<dist::ProcessGroup> group(&pg, [](dist::ProcessGroup*) {});
+    nn::Pipeline pipe(stage, group, dev, sched, 4);
+    const double loss = pipe.train_step(x, y, mse);
+    const std::string name = nn::pipeline_schedule_name(sched);
+    expect(std::abs(loss - ref.item<double>()) <= 1e-5 * std::abs(ref.item<double>()), name + ": pipeline loss equals the whole model's");
+    const nn::Linear& want = r == 0 ? *l1 : *l2;
+    expect(max_abs_diff(copy->weight.grad(), want.weight.grad()) <= 1e-6, name + ": stage weight gradient");
+    expect(max_abs_diff(copy->bias.grad(), want.bias.grad()) <= 1e-6, name + ": stage bias gradient");
+    expect(pipe.stats().bubble_fraction > 0.19 && pipe.stats().bubble_fraction < 0.21, name + ": bubble (S-1)/(M+S-1)");
+  }
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "collectives";
   const Device dev = Device::parse(argc > 2 && std::string(argv[2]).size() > 0 ? argv[2] : "cpu");
@@ -294,6 +337,19 @@ int main(int argc, char** argv) {
       check_ddp(*pg, dev);
     } else if (mode == "zero") {
       check_zero(*pg, dev);
+    } else if (mode == "pipeline") {
+      check_pipeline(*pg, dev);
+    } else if (mode == "pipeline-die") {
+      // Stage 1 dies before its first forward: stage 0's wait on the gradient (or the launcher's
+      // SIGTERM) names the recv it was waiting in.
+      dist::set_collective_timeout(std::chrono::milliseconds(2000));
+      if (pg->rank() == 1) std::_Exit(7);
+      auto stage = std::make_shared<nn::Linear>(4, 4);
+      std::shared_ptr<dist::ProcessGroup> group(pg.get(), [](dist::ProcessGroup*) {});
+      nn::Pipeline pipe(stage, group, dev, nn::PipelineSchedule::gpipe, 2);
+      (void)pipe.train_step(ones({4, 4}), ones({4, 4}), [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); });
+      std::fprintf(stderr, "rank %d: the pipeline step returned without its peer\n", pg->rank());
+      return 1;
     } else if (mode == "zero-save" || mode == "zero-load") {
       if (argc < 4) throw Error("dist_test zero-save|zero-load <device> <path>");
       zero_save_or_load(*pg, dev, mode == "zero-save", argv[3]);
@@ -310,7 +366,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: the all-reduce returned without its peer\n", pg->rank());
       return 1;
     } else {
-      std::fprintf(stderr, "usage: dist_test collectives|ddp|zero|hang|die [device] | zero-save|zero-load <device> <path>\n");
+      std::fprintf(stderr,
+                   "usage: dist_test collectives|ddp|zero|pipeline|hang|die|pipeline-die [device] | zero-save|zero-load <device> <path>\n");
       return 2;
     }
   } catch (const std::exception& e) {

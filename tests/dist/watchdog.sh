@@ -3,7 +3,7 @@
 # exits). Rank 0's collective has a 2 s deadline; the job must end non-zero well before rank
 # 1's sleep would, with rank 0 naming its collective and shape: the watchdog's timeout report
 # (hang), or its report on the launcher's SIGTERM (die: mpirun ends the job first).
-#   watchdog.sh <mpiexec> <dist_test> hang|die
+#   watchdog.sh <mpiexec> <dist_test> hang|die|pipeline-die
 set -uo pipefail
 mpiexec=$1 bin=$2 mode=$3
 start=$(date +%s)
@@ -21,5 +21,9 @@ fi
 # A dead peer: mpirun terminates the survivor, which says what it was waiting in.
 if [[ $mode == die ]] && ! grep -q "tessera dist watchdog: rank 0 of 2: all_reduce #1 of float32 \[4, 4\] was interrupted" <<<"$out"; then
   echo "FAIL: the surviving rank did not report its collective"; exit 1
+fi
+# A pipeline whose next stage died: stage 0 names the receive it was waiting in.
+if [[ $mode == pipeline-die ]] && ! grep -Eq "tessera dist watchdog: rank 0 of 2: recv from rank 1 \(tag 2\) #[0-9]+ of float32 \[2, 4\] (was interrupted|did not complete)" <<<"$out"; then
+  echo "FAIL: the surviving stage did not name its recv"; exit 1
 fi
 echo "PASS"

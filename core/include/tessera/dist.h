@@ -54,6 +54,17 @@ class ProcessGroup {
   /** out (in.numel() / world_size elements) = this rank's slice of op over ranks of in. */
   virtual std::unique_ptr<Work> reduce_scatter(Tensor out, const Tensor& in, ReduceOp op = ReduceOp::sum) = 0;
   virtual void barrier() = 0;
+
+  /**
+   * Point-to-point (a pipeline's activations and their gradients): send `t` to rank `dst`,
+   * matched by a recv on `dst` with the same `tag`, in issue order per (peer, tag). The receiving
+   * tensor has the sent dtype and element count. Under the same deadline as the collectives: a
+   * peer that never sends or receives is reported with rank, peer, tag, dtype and shape.
+   * MPI_Isend/MPI_Irecv; ncclSend/ncclRecv on the NCCL and RCCL groups. Groups without
+   * point-to-point throw NotImplemented.
+   */
+  virtual std::unique_ptr<Work> send(const Tensor& t, int dst, int tag = 0);
+  virtual std::unique_ptr<Work> recv(Tensor t, int src, int tag = 0);
 };
 
 /** The process-group backends this build has and can load ("mpi" when MPI was found and its

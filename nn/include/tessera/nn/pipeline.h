@@ -1,0 +1,83 @@
+#pragma once
+// Pipeline parallelism: a model split into stages, each on its own device (in this process) or
+// rank (through the process group's send/recv), fed micro-batches so the stages work at the
+// same time. Schedules: GPipe (every forward, then every backward: each stage holds all M
+// micro-batches' activations) and 1F1B (after S - s - 1 warm-up forwards, stage s alternates one
+// forward with one backward: it holds at most S - s). Each micro-batch's loss is scaled by 1/M,
+// so the accumulated gradients equal those of the whole batch's mean loss.
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "tessera/dist.h"
+#include "tessera/nn/module.h"
+
+namespace tessera::nn {
+
+enum class PipelineSchedule { gpipe, one_f_one_b };
+/** "gpipe" or "1f1b"; throws naming the accepted names. */
+PipelineSchedule parse_pipeline_schedule(std::string_view name);
+const char* pipeline_schedule_name(PipelineSchedule s);
+
+/** One step of a stage's schedule: the forward or backward of micro-batch `micro`. */
+struct PipelineAction {
+  bool forward;
+  int64_t micro;
+};
+/** Stage `stage`'s actions, in order, for `stages` stages and `micro_batches` micro-batches. */
+std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t stage, int64_t stages, int64_t micro_batches);
+
+struct PipelineStats {
+  int64_t stages = 0, micro_batches = 0;
+  /** Idle stage slots over all stage slots when every action takes one time unit: (S-1)/(M+S-1)
+   *  for both schedules (1F1B saves memory, not time). */
+  double bubble_fraction = 0.0;
+  /** The most micro-batches whose activations one stage held at once (each stage's). */
+  std::vector<int64_t> peak_in_flight;
+  /** Each stage device's allocator peak during the last step above what was in use when it
+   *  began (activations, their gradients, the parameters' gradients), bytes (in-process stages). */
+  std::vector<int64_t> peak_step_bytes;
+  /** This rank's share of the last step's wall time spent waiting for its peers (rank stages). */
+  double measured_idle_fraction = 0.0;
+};
+
+/** The loss of one micro-batch: a scalar from the last stage's output and its targets. */
+using PipelineLoss = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+class Pipeline {
+ public:
+  /** Stages in this process: stage i runs on devices[i] (its parameters move there). */
+  Pipeline(std::vector<ModulePtr> stages, std::vector<Device> devices, PipelineSchedule schedule, int64_t micro_batches);
+  /** One stage per rank: this rank runs `stage` (stage index = group rank) on `device`; ranks
+   *  0..world-1 are the pipeline's stages in order. */
+  Pipeline(ModulePtr stage, std::shared_ptr<dist::ProcessGroup> group, Device device, PipelineSchedule schedule, int64_t micro_batches);
+
+  /**
+   * Forward and backward of one batch: `input` (used by the first stage) and `target` (by the
+   * last) split into micro-batches along axis 0 (the batch must divide evenly). Gradients
+   * accumulate into the stages' parameters (zero them between steps). Returns the batch's mean
+   * loss, on every rank.
+   */
+  double train_step(const Tensor& input, const Tensor& target, const PipelineLoss& loss);
+
+  /** The parameters of this process's stages (for the optimizer). */
+  std::vector<Tensor> parameters() const;
+  const std::vector<ModulePtr>& stages() const { return stages_; }
+  const PipelineStats& stats() const { return stats_; }
+  int64_t micro_batches() const { return micro_batches_; }
+
+ private:
+  struct Slot;  // one micro-batch's tensors at one stage
+  double run_local(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const PipelineLoss& loss);
+  double run_ranked(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const PipelineLoss& loss);
+
+  std::vector<ModulePtr> stages_;
+  std::vector<Device> devices_;
+  std::shared_ptr<dist::ProcessGroup> group_;  // null: in-process stages
+  PipelineSchedule schedule_;
+  int64_t micro_batches_;
+  PipelineStats stats_;
+};
+
+}  // namespace tessera::nn

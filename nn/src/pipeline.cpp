@@ -1,0 +1,245 @@
+// nn::Pipeline: the schedules as per-stage action lists, a unit-time simulation of them (the
+// order in-process stages run in, the bubble, each stage's activations in flight), and the two
+// transports: tensor copies between this process's devices, send/recv between ranks.
+#include "tessera/nn/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "tessera/error.h"
+#include "tessera/ops/creation.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/ops/shape_ops.h"
+#include "tessera/runtime.h"
+
+namespace tessera::nn {
+
+PipelineSchedule parse_pipeline_schedule(std::string_view name) {
+  if (name == "gpipe") return PipelineSchedule::gpipe;
+  if (name == "1f1b") return PipelineSchedule::one_f_one_b;
+  throw Error(detail::concat("pipeline: schedule '", name, "' is not one of gpipe, 1f1b"));
+}
+
+const char* pipeline_schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
+
+std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t stage, int64_t stages, int64_t micro_batches) {
+  std::vector<PipelineAction> a;
+  const int64_t m = micro_batches;
+  if (schedule == PipelineSchedule::gpipe) {
+    for (int64_t i = 0; i < m; ++i) a.push_back({true, i});
+    for (int64_t i = 0; i < m; ++i) a.push_back({false, i});
+    return a;
+  }
+  const int64_t warmup = std::min(stages - stage - 1, m);
+  for (int64_t i = 0; i < warmup; ++i) a.push_back({true, i});
+  for (int64_t i = 0; i + warmup < m; ++i) {
+    a.push_back({true, warmup + i});
+    a.push_back({false, i});
+  }
+  for (int64_t i = m - warmup; i < m; ++i) a.push_back({false, i});
+  return a;
+}
+
+namespace {
+
+struct Step {
+  int64_t stage;
+  PipelineAction action;
+};
+
+// Every stage takes its next action at each tick whose inputs an earlier tick produced (the
+// previous stage's forward of that micro-batch; the next stage's backward of it).
+struct Simulation {
+  std::vector<Step> order;  // the actions in tick order
+  double bubble = 0.0;
+  std::vector<int64_t> peak_in_flight;
+};
+
+Simulation simulate(PipelineSchedule schedule, int64_t stages, int64_t m) {
+  Simulation sim;
+  std::vector<std::vector<PipelineAction>> acts;
+  for (int64_t s = 0; s < stages; ++s) acts.push_back(pipeline_actions(schedule, s, stages, m));
+  std::vector<size_t> pos(stages, 0);
+  std::vector<std::vector<int64_t>> fwd(stages, std::vector<int64_t>(m, -1)), bwd = fwd;
+  std::vector<int64_t> live(stages, 0);
+  sim.peak_in_flight.assign(stages, 0);
+  int64_t tick = 0, busy = 0, remaining = 2 * stages * m;
+  while (remaining > 0) {
+    TESSERA_CHECK(tick <= 4 * (m + stages) + 4, "pipeline", "the ", pipeline_schedule_name(schedule), " schedule stalls (a bug)");
+    for (int64_t s = 0; s < stages; ++s) {
+      if (pos[s] == acts[s].size()) continue;
+      const PipelineAction a = acts[s][pos[s]];
+      const auto done_before = [&](int64_t t) { return t >= 0 && t < tick; };
+      const bool ready = a.forward ? (s == 0 || done_before(fwd[s - 1][a.micro])) : (s == stages - 1 || done_before(bwd[s + 1][a.micro]));
+      if (!ready) continue;
+      (a.forward ? fwd : bwd)[s][a.micro] = tick;
+      live[s] += a.forward ? 1 : -1;
+      sim.peak_in_flight[s] = std::max(sim.peak_in_flight[s], live[s]);
+      sim.order.push_back({s, a});
+      ++pos[s], ++busy, --remaining;
+    }
+    ++tick;
+  }
+  sim.bubble = 1.0 - static_cast<double>(busy) / static_cast<double>(tick * stages);
+  return sim;
+}
+
+std::vector<Tensor> micro_split(const Tensor& x, int64_t m, const char* what) {
+  TESSERA_CHECK(x.defined() && x.dim() >= 1, "pipeline", what, " must have a batch axis");
+  TESSERA_CHECK(x.size(0) % m == 0, "pipeline", what, " batch ", x.size(0), " does not divide into ", m, " micro-batches");
+  return split(x, x.size(0) / m, 0);
+}
+
+// A boundary tensor's shape and dtype, sent ahead of it: [rank, dtype, dims...].
+Tensor header_of(const Tensor& t) {
+  TESSERA_CHECK(t.dim() <= 8, "pipeline", "a stage output of rank ", t.dim(), " (at most 8)");
+  std::vector<int64_t> h(10, 0);
+  h[0] = t.dim(), h[1] = static_cast<int64_t>(t.dtype());
+  for (int64_t d = 0; d < t.dim(); ++d) h[2 + d] = t.size(d);
+  return from_vector<int64_t>(h, {10});
+}
+
+}  // namespace
+
+Pipeline::Pipeline(std::vector<ModulePtr> stages, std::vector<Device> devices, PipelineSchedule schedule, int64_t micro_batches)
+    : stages_(std::move(stages)), devices_(std::move(devices)), schedule_(schedule), micro_batches_(micro_batches) {
+  TESSERA_CHECK(!stages_.empty(), "pipeline", "needs at least one stage");
+  TESSERA_CHECK(devices_.size() == stages_.size(), "pipeline", stages_.size(), " stages but ", devices_.size(), " devices");
+  TESSERA_CHECK(micro_batches_ >= 1, "pipeline", "micro-batches must be at least 1, got ", micro_batches_);
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    TESSERA_CHECK(stages_[i] != nullptr, "pipeline", "stage ", i, " is null");
+    stages_[i]->to(devices_[i]);
+  }
+}
+
+Pipeline::Pipeline(ModulePtr stage, std::shared_ptr<dist::ProcessGroup> group, Device device, PipelineSchedule schedule,
+                   int64_t micro_batches)
+    : stages_{std::move(stage)}, devices_{device}, group_(std::move(group)), schedule_(schedule), micro_batches_(micro_batches) {
+  TESSERA_CHECK(stages_[0] != nullptr && group_ != nullptr, "pipeline", "a ranked pipeline needs its stage and a process group");
+  TESSERA_CHECK(micro_batches_ >= 1, "pipeline", "micro-batches must be at least 1, got ", micro_batches_);
+  stages_[0]->to(device);
+}
+
+std::vector<Tensor> Pipeline::parameters() const {
+  std::vector<Tensor> p;
+  for (const ModulePtr& s : stages_) {
+    for (const Tensor& t : s->parameters()) p.push_back(t);
+  }
+  return p;
+}
+
+double Pipeline::train_step(const Tensor& input, const Tensor& target, const PipelineLoss& loss) {
+  TESSERA_CHECK(static_cast<bool>(loss), "pipeline", "train_step needs a loss function");
+  const std::vector<Tensor> inputs = micro_split(input, micro_batches_, "input");
+  const std::vector<Tensor> targets = micro_split(target, micro_batches_, "target");
+  return group_ ? run_ranked(inputs, targets, loss) : run_local(inputs, targets, loss);
+}
+
+double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const PipelineLoss& loss) {
+  const auto stages = static_cast<int64_t>(stages_.size());
+  const int64_t m = micro_batches_;
+  const Simulation sim = simulate(schedule_, stages, m);
+  stats_ = {stages, m, sim.bubble, sim.peak_in_flight, {}, 0.0};
+  std::vector<int64_t> before;
+  for (const Device& d : devices_) {
+    reset_peak_memory(d);
+    before.push_back(memory_stats(d).in_use_bytes);
+  }
+  // in: the stage's input (a leaf needing grad past stage 0); out: its output, or the scaled
+  // loss at the last stage; arrived: the activation or gradient the neighbour handed over.
+  struct Slot {
+    Tensor in, out, arrived_input, arrived_grad;
+  };
+  std::vector<std::vector<Slot>> slots(stages, std::vector<Slot>(m));
+  double total = 0.0;
+  for (const Step& step : sim.order) {
+    const int64_t s = step.stage, i = step.action.micro;
+    Slot& slot = slots[s][i];
+    const Device dev = devices_[s];
+    if (step.action.forward) {
+      slot.in = s == 0 ? inputs[i].to(dev) : slot.arrived_input;
+      slot.arrived_input = Tensor();
+      const Tensor y = stages_[s]->forward(slot.in);
+      if (s == stages - 1) {
+        const Tensor l = loss(y, targets[i].to(dev));
+        total += l.item<double>();
+        slot.out = mul(l, 1.0 / static_cast<double>(m));
+      } else {
+        slot.out = y;
+        Tensor next = y.detach().to(devices_[s + 1]);
+        next.set_requires_grad();
+        slots[s + 1][i].arrived_input = next;
+      }
+    } else {
+      if (s == stages - 1) slot.out.backward();
+      else slot.out.backward(slot.arrived_grad);
+      if (s > 0) slots[s - 1][i].arrived_grad = slot.in.grad().to(devices_[s - 1]);
+      slot = Slot();  // this micro-batch's activations at this stage are freed here
+    }
+  }
+  for (size_t k = 0; k < devices_.size(); ++k) stats_.peak_step_bytes.push_back(memory_stats(devices_[k]).peak_in_use_bytes - before[k]);
+  return total / static_cast<double>(m);
+}
+
+double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const PipelineLoss& loss) {
+  dist::ProcessGroup& g = *group_;
+  const int64_t s = g.rank(), stages = g.world_size(), m = micro_batches_;
+  const Device dev = devices_[0];
+  const Simulation sim = simulate(schedule_, stages, m);
+  stats_ = {stages, m, sim.bubble, sim.peak_in_flight, {}, 0.0};
+  enum Tag { kHeader = 0, kActivation = 1, kGradient = 2 };
+  std::vector<std::unique_ptr<dist::Work>> sends;  // waited at the end: their buffers stay alive
+  std::vector<Tensor> in(m), out(m);
+  double total = 0.0, waited_s = 0.0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto timed_wait = [&](dist::Work& w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    w.wait();
+    waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (const PipelineAction& a : pipeline_actions(schedule_, s, stages, m)) {
+    const int64_t i = a.micro;
+    if (a.forward) {
+      if (s == 0) {
+        in[i] = inputs[i].to(dev);
+      } else {
+        Tensor h = empty({10}, DType::i64);
+        timed_wait(*g.recv(h, static_cast<int>(s - 1), kHeader));
+        const auto hv = h.to_vector<int64_t>();
+        const Shape shape(hv.begin() + 2, hv.begin() + 2 + hv[0]);
+        in[i] = empty(shape, static_cast<DType>(hv[1]), dev);
+        timed_wait(*g.recv(in[i], static_cast<int>(s - 1), kActivation));
+        in[i].set_requires_grad();
+      }
+      const Tensor y = stages_[0]->forward(in[i]);
+      if (s == stages - 1) {
+        const Tensor l = loss(y, targets[i].to(dev));
+        total += l.item<double>();
+        out[i] = mul(l, 1.0 / static_cast<double>(m));
+      } else {
+        out[i] = y;
+        sends.push_back(g.send(header_of(y), static_cast<int>(s + 1), kHeader));
+        sends.push_back(g.send(y.detach().contiguous(), static_cast<int>(s + 1), kActivation));
+      }
+    } else {
+      if (s == stages - 1) {
+        out[i].backward();
+      } else {
+        Tensor grad = empty(out[i].shape(), out[i].dtype(), dev);
+        timed_wait(*g.recv(grad, static_cast<int>(s + 1), kGradient));
+        out[i].backward(grad);
+      }
+      if (s > 0) sends.push_back(g.send(in[i].grad().contiguous(), static_cast<int>(s - 1), kGradient));
+      in[i] = out[i] = Tensor();
+    }
+  }
+  for (auto& w : sends) timed_wait(*w);
+  Tensor mean_loss = from_vector<double>({total / static_cast<double>(m)}, {1});
+  g.broadcast(mean_loss, static_cast<int>(stages - 1))->wait();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.measured_idle_fraction = wall > 0.0 ? waited_s / wall : 0.0;
+  return mean_loss.item<double>();
+}
+
+}  // namespace tessera::nn

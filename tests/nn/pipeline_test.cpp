@@ -1,0 +1,120 @@
+// nn::Pipeline in one process: each schedule's gradients and loss equal the unsplit model's on
+// the whole batch, the schedules' shapes (bubble, activations in flight), and 1F1B's memory.
+// Stages run on emulated:0 and emulated:1 when the test device is emulated (two devices, copies
+// between them), else both on the test device. The ranked transport: tests/dist (mpirun).
+#include <algorithm>
+
+#include "support/checks.h"
+#include "tessera/nn/layers.h"
+#include "tessera/nn/pipeline.h"
+
+using namespace tessera;
+using namespace tessera::test;
+using namespace tessera::nn;
+
+namespace {
+
+std::vector<Device> stage_devices() {
+  const Device d = device();
+  if (d.type == DeviceType::emulated && backend_for(d.type).device_count() >= 2) return {Device(d.type, 0), Device(d.type, 1)};
+  return {d, d};
+}
+
+// Widths: in -> hidden -> hidden -> out, split after the first Tanh.
+struct Split {
+  ModulePtr whole, first, second;
+};
+Split make_split(int64_t in, int64_t hidden, int64_t out) {
+  manual_seed(11);
+  auto l1 = std::make_shared<Linear>(in, hidden), l2 = std::make_shared<Linear>(hidden, hidden), l3 = std::make_shared<Linear>(hidden, out);
+  Split s;
+  s.whole = std::make_shared<Sequential>(std::vector<ModulePtr>{l1, std::make_shared<Tanh>(), l2, std::make_shared<Tanh>(), l3});
+  // The stages hold copies of the same weights.
+  auto c1 = std::make_shared<Linear>(in, hidden), c2 = std::make_shared<Linear>(hidden, hidden), c3 = std::make_shared<Linear>(hidden, out);
+  c1->load_state_dict(l1->state_dict());
+  c2->load_state_dict(l2->state_dict());
+  c3->load_state_dict(l3->state_dict());
+  s.first = std::make_shared<Sequential>(std::vector<ModulePtr>{c1, std::make_shared<Tanh>()});
+  s.second = std::make_shared<Sequential>(std::vector<ModulePtr>{c2, std::make_shared<Tanh>(), c3});
+  s.whole->to(device());
+  return s;
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(kCPU, DType::f64), y = b.to(kCPU, DType::f64);
+  return amax(abs(sub(x, y))).item<double>() / std::max(amax(abs(y)).item<double>(), 1e-30);
+}
+
+}  // namespace
+
+TEST_CASE("pipeline schedules: GPipe and 1F1B action orders") {
+  auto str = [](const std::vector<PipelineAction>& a) {
+    std::string s;
+    for (const auto& x : a) s += (x.forward ? "F" : "B") + std::to_string(x.micro) + " ";
+    return s;
+  };
+  CHECK(str(pipeline_actions(PipelineSchedule::gpipe, 0, 2, 3)) == "F0 F1 F2 B0 B1 B2 ");
+  CHECK(str(pipeline_actions(PipelineSchedule::one_f_one_b, 0, 2, 4)) == "F0 F1 B0 F2 B1 F3 B2 B3 ");
+  CHECK(str(pipeline_actions(PipelineSchedule::one_f_one_b, 1, 2, 4)) == "F0 B0 F1 B1 F2 B2 F3 B3 ");
+  CHECK(str(pipeline_actions(PipelineSchedule::one_f_one_b, 0, 4, 2)) == "F0 F1 B0 B1 ");  // fewer micro-batches than stages
+  CHECK(parse_pipeline_schedule("1f1b") == PipelineSchedule::one_f_one_b);
+  TESSERA_CHECK_THROWS_WITH(parse_pipeline_schedule("zb"), "pipeline: schedule 'zb' is not one of gpipe, 1f1b");
+}
+
+TEST_CASE("a two-stage pipeline's loss and gradients equal the whole model's on the whole batch") {
+  const std::vector<Device> devs = stage_devices();
+  const Tensor x = make_input({16, 8}, DType::f32, 3), y = make_input({16, 4}, DType::f32, 4);
+  const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
+  for (PipelineSchedule sched : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    CAPTURE(pipeline_schedule_name(sched));
+    Split s = make_split(8, 32, 4);
+    const Tensor ref_loss = mse(s.whole->forward(x), y);
+    ref_loss.backward();
+    Pipeline pipe({s.first, s.second}, devs, sched, 4);
+    const double loss = pipe.train_step(x, y, mse);
+    CHECK(loss == doctest::Approx(ref_loss.item<double>()).epsilon(1e-5));
+    const std::vector<Tensor> want = s.whole->parameters(), got = pipe.parameters();
+    REQUIRE(want.size() == got.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(got[i].grad().defined());
+      CHECK(max_rel_diff(got[i].grad(), want[i].grad()) < 1e-5);
+    }
+    CHECK(got[0].device() == devs[0]);
+    CHECK(got.back().device() == devs[1]);
+    const PipelineStats& st = pipe.stats();
+    CHECK(st.bubble_fraction == doctest::Approx(1.0 / 5.0));  // (S-1)/(M+S-1)
+    CHECK(st.peak_in_flight == (sched == PipelineSchedule::gpipe ? std::vector<int64_t>{4, 4} : std::vector<int64_t>{2, 1}));
+    // A second step accumulates: gradients double.
+    const Tensor g0 = got[0].grad().clone();
+    (void)pipe.train_step(x, y, mse);
+    CHECK(max_rel_diff(got[0].grad(), mul(g0, 2.0)) < 1e-5);
+  }
+  Split s = make_split(8, 32, 4);
+  Pipeline pipe({s.first, s.second}, devs, PipelineSchedule::gpipe, 3);
+  TESSERA_CHECK_THROWS_WITH(pipe.train_step(x, y, mse), "pipeline: input batch 16 does not divide into 3 micro-batches");
+  TESSERA_CHECK_THROWS_WITH(Pipeline({s.first}, devs, PipelineSchedule::gpipe, 2), "pipeline: 1 stages but 2 devices");
+}
+
+TEST_CASE("1F1B holds at most half of GPipe's step memory at 8 micro-batches") {
+  const std::vector<Device> devs = stage_devices();
+  const Tensor x = make_input({1024, 64}, DType::f32, 5), y = make_input({1024, 64}, DType::f32, 6);
+  const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
+  // Activation-heavy stages: four narrow Linear+Tanh layers each (what a stage keeps per
+  // micro-batch dwarfs its parameters and a backward's temporaries).
+  const auto stage = [] {
+    std::vector<ModulePtr> layers;
+    for (int k = 0; k < 4; ++k) layers.push_back(std::make_shared<Linear>(64, 64)), layers.push_back(std::make_shared<Tanh>());
+    return std::make_shared<Sequential>(layers);
+  };
+  int64_t peak[2] = {0, 0};
+  for (PipelineSchedule sched : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    manual_seed(2);
+    Pipeline pipe({stage(), stage()}, devs, sched, 8);
+    (void)pipe.train_step(x, y, mse);
+    peak[sched == PipelineSchedule::gpipe ? 0 : 1] = pipe.stats().peak_step_bytes[0];  // stage 0 holds the most
+  }
+  MESSAGE("stage-0 device step peak: gpipe " << peak[0] << " B, 1f1b " << peak[1] << " B");
+  CHECK(peak[1] > 0);
+  CHECK(static_cast<double>(peak[1]) <= 0.5 * static_cast<double>(peak[0]));
+}
