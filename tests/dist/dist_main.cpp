@@ -1,5 +1,5 @@
 // Data-parallel checks, run by CTest under `mpirun -np 2` and `-np 3` (label "dist"):
-//   dist_test collectives|ddp|zero <device>   every rank checks, prints failures, exits non-zero on any
+//   dist_test collectives|ddp|zero|tensor-parallel <device>   every rank checks, prints failures, exits non-zero on any
 //   dist_test zero-save|zero-load <device> <path>   ZeRO-1 state across world sizes (zero_resume.sh)
 //   dist_test pipeline <device>          send/recv and the ranked pipeline (2 ranks)
 //   dist_test hang|die|pipeline-die      the watchdog cases (tests/dist/watchdog.sh)
@@ -17,6 +17,7 @@
 #include "tessera/nn/optim.h"
 #include "tessera/nn/pipeline.h"
 #include "tessera/nn/serialize.h"
+#include "tessera/nn/tensor_parallel.h"
 #include "tessera/nn/zero.h"
 #include "tessera/tessera.h"
 
@@ -325,6 +326,58 @@ void check_pipeline(dist::ProcessGroup& pg, Device dev) {
   }
 }
 
+// Tensor parallelism on every rank of the group against the whole layers on one rank: a
+// column- then row-parallel MLP, a gathered column-parallel output, and a vocabulary-split
+// embedding with the vocab-parallel cross-entropy: the same outputs and loss, and each rank's
+// gradients equal its slice of the whole layers'.
+void check_tensor_parallel(dist::ProcessGroup& pg, Device dev) {
+  const int r = pg.rank(), w = pg.world_size();
+  std::shared_ptr<dist::ProcessGroup> group(&pg, [](dist::ProcessGroup*) {});
+  const auto slice_diff = [&](const Tensor& local, const Tensor& whole, int64_t axis) {
+    const int64_t n = local.size(axis);
+    return max_abs_diff(local, whole.narrow(axis, r * n, n));
+  };
+  manual_seed(9);
+  nn::Linear l1(6, 4 * w), l2(4 * w, 5);
+  l1.to(dev), l2.to(dev);
+  const Tensor x = div(rank_tensor({3, 6}, 0, DType::f32, dev), 10.0), y = div(rank_tensor({3, 5}, 1, DType::f32, dev), 20.0);
+  const Tensor ref = mse_loss(l2.forward(tanh(l1.forward(x))), y);
+  ref.backward();
+  nn::tp::ColumnParallelLinear c1(6, 4 * w, group, true, false, {DType::f32, dev});
+  nn::tp::RowParallelLinear r2(4 * w, 5, group, true, {DType::f32, dev});
+  c1.from_full(l1.weight, l1.bias);
+  r2.from_full(l2.weight, l2.bias);
+  const Tensor loss = mse_loss(r2.forward(tanh(c1.forward(x))), y);
+  loss.backward();
+  expect(std::abs(loss.item<double>() - ref.item<double>()) <= 1e-6, "tensor-parallel MLP loss");
+  expect(slice_diff(c1.weight.grad(), l1.weight.grad(), 0) <= 1e-6, "column-parallel weight gradient");
+  expect(slice_diff(c1.bias.grad(), l1.bias.grad(), 0) <= 1e-6, "column-parallel bias gradient");
+  expect(slice_diff(r2.weight.grad(), l2.weight.grad(), 1) <= 1e-6, "row-parallel weight gradient");
+  expect(max_abs_diff(r2.bias.grad(), l2.bias.grad()) <= 1e-6, "row-parallel bias gradient");
+  nn::tp::ColumnParallelLinear gathered(6, 4 * w, group, true, true, {DType::f32, dev});
+  gathered.from_full(l1.weight, l1.bias);
+  expect(max_abs_diff(gathered.forward(x), l1.forward(x)) <= 1e-6, "gathered column-parallel output");
+
+  // Embedding -> vocabulary-split output layer -> vocab-parallel cross-entropy.
+  const int64_t vocab = 3 * w;
+  manual_seed(4);
+  nn::Embedding emb(vocab, 6, {DType::f32, dev});
+  nn::Linear head(6, vocab, false, {DType::f32, dev});
+  const Tensor ids = from_vector<int64_t>({0, vocab - 1, 2, 1}, {4}).to(dev);
+  const Tensor target = from_vector<int64_t>({vocab - 1, 0, 1, vocab / 2}, {4}).to(dev);
+  const Tensor ref_ce = cross_entropy(head.forward(emb.forward(ids)), target);
+  ref_ce.backward();
+  nn::tp::VocabParallelEmbedding pemb(vocab, 6, group, {DType::f32, dev});
+  nn::tp::ColumnParallelLinear phead(6, vocab, group, false, false, {DType::f32, dev});
+  pemb.from_full(emb.weight);
+  phead.from_full(head.weight, Tensor());
+  const Tensor ce = nn::tp::vocab_parallel_cross_entropy(phead.forward(pemb.forward(ids)), target, pg);
+  ce.backward();
+  expect(std::abs(ce.item<double>() - ref_ce.item<double>()) <= 1e-5, "vocab-parallel cross-entropy equals the whole one");
+  expect(slice_diff(pemb.weight.grad(), emb.weight.grad(), 0) <= 1e-6, "vocab-parallel embedding gradient");
+  expect(slice_diff(phead.weight.grad(), head.weight.grad(), 0) <= 1e-6, "vocab-split output layer gradient");
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "collectives";
   const Device dev = Device::parse(argc > 2 && std::string(argv[2]).size() > 0 ? argv[2] : "cpu");
@@ -337,6 +390,8 @@ int main(int argc, char** argv) {
       check_ddp(*pg, dev);
     } else if (mode == "zero") {
       check_zero(*pg, dev);
+    } else if (mode == "tensor-parallel") {
+      check_tensor_parallel(*pg, dev);
     } else if (mode == "pipeline") {
       check_pipeline(*pg, dev);
     } else if (mode == "pipeline-die") {
@@ -367,7 +422,8 @@ int main(int argc, char** argv) {
       return 1;
     } else {
       std::fprintf(stderr,
-                   "usage: dist_test collectives|ddp|zero|pipeline|hang|die|pipeline-die [device] | zero-save|zero-load <device> <path>\n");
+                   "usage: dist_test collectives|ddp|zero|tensor-parallel|pipeline|hang|die|pipeline-die [device] | zero-save|zero-load "
+                   "<device> <path>\n");
       return 2;
     }
   } catch (const std::exception& e) {

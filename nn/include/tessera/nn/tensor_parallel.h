@@ -1,0 +1,77 @@
+#pragma once
+// Tensor parallelism (Megatron-LM's layers): a layer's weight split across the ranks of a
+// process group, each rank computing its slice. The conjugate pair around a parallel region:
+//   copy_to_region      identity forward, all-reduce of the gradient backward ("f")
+//   reduce_from_region  all-reduce forward, identity backward ("g")
+// A ColumnParallelLinear (output features split) followed by a RowParallelLinear (input features
+// split) is an MLP with one all-reduce forward and one backward. Every rank builds the same
+// layers from the same full weights (from_full) or its own initialisation; sizes must divide by
+// the group's world size.
+#include <memory>
+
+#include "tessera/dist.h"
+#include "tessera/nn/layers.h"
+
+namespace tessera::nn::tp {
+
+Tensor copy_to_region(const Tensor& x, dist::ProcessGroup& group);
+Tensor reduce_from_region(const Tensor& x, dist::ProcessGroup& group);
+/** Concatenates every rank's x along the last axis (rank order); backward: this rank's slice. */
+Tensor gather_from_region(const Tensor& x, dist::ProcessGroup& group);
+
+/** y = x W^T + b with W's rows (output features) split: this rank holds [out / world, in]. */
+class ColumnParallelLinear : public Module {
+ public:
+  ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<dist::ProcessGroup> group, bool bias = true, bool gather_output = false,
+                       Placement p = {});
+  /** Takes this rank's rows of a full [out, in] weight and [out] bias. */
+  void from_full(const Tensor& weight, const Tensor& bias);
+  /** x replicated on every rank -> this rank's output features (or all of them, gathered). */
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+  Tensor weight, bias;
+
+ private:
+  std::shared_ptr<dist::ProcessGroup> group_;
+  int64_t in_, out_;
+  bool gather_output_;
+};
+
+/** y = x W^T + b with W's columns (input features) split: this rank holds [out, in / world]; the
+ *  bias is whole and added once after the all-reduce. */
+class RowParallelLinear : public Module {
+ public:
+  RowParallelLinear(int64_t in, int64_t out, std::shared_ptr<dist::ProcessGroup> group, bool bias = true, Placement p = {});
+  void from_full(const Tensor& weight, const Tensor& bias);
+  /** x: this rank's slice of the input features (a ColumnParallelLinear's output) -> y, whole. */
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+  Tensor weight, bias;
+
+ private:
+  std::shared_ptr<dist::ProcessGroup> group_;
+  int64_t in_, out_;
+};
+
+/** An embedding table split by rows (vocabulary): this rank holds ids [rank * V/world, ...). */
+class VocabParallelEmbedding : public Module {
+ public:
+  VocabParallelEmbedding(int64_t vocab, int64_t dim, std::shared_ptr<dist::ProcessGroup> group, Placement p = {});
+  void from_full(const Tensor& weight);
+  Tensor forward(const Tensor& ids) override;
+  std::string describe() const override;
+  Tensor weight;
+
+ private:
+  std::shared_ptr<dist::ProcessGroup> group_;
+  int64_t vocab_, dim_;
+};
+
+/**
+ * Mean cross-entropy of logits split along the vocabulary ([N, V / world] on each rank, rank r
+ * holding classes [r * V/world, ...)) against whole targets [N]: a max and two sums all-reduced,
+ * never the full logits. The same value on every rank; gradients flow to each rank's slice.
+ */
+Tensor vocab_parallel_cross_entropy(const Tensor& local_logits, const Tensor& target, dist::ProcessGroup& group);
+
+}  // namespace tessera::nn::tp
