@@ -13,6 +13,7 @@
 
 #include "tessera/dist.h"
 #include "tessera/nn/ddp.h"
+#include "tessera/nn/language_model.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/optim.h"
 #include "tessera/nn/pipeline.h"
@@ -376,6 +377,28 @@ void check_tensor_parallel(dist::ProcessGroup& pg, Device dev) {
   expect(std::abs(ce.item<double>() - ref_ce.item<double>()) <= 1e-5, "vocab-parallel cross-entropy equals the whole one");
   expect(slice_diff(pemb.weight.grad(), emb.weight.grad(), 0) <= 1e-6, "vocab-parallel embedding gradient");
   expect(slice_diff(phead.weight.grad(), head.weight.grad(), 0) <= 1e-6, "vocab-split output layer gradient");
+
+  // A GPT block with its heads and MLP split.
+  const nn::GPTConfig cfg{16, 8, 1, 2 * w, 8 * w, 0.0};
+  manual_seed(6);
+  nn::GPTBlock block(cfg, {DType::f32, dev});
+  const Tensor bx = randn({2, 5, cfg.dim}, DType::f32, dev), by = randn({2, 5, cfg.dim}, DType::f32, dev);
+  const Tensor ref_block = mse_loss(block.forward(bx), by);
+  ref_block.backward();
+  nn::tp::ParallelGPTBlock pblock(block, cfg.heads, group);
+  const Tensor block_loss = mse_loss(pblock.forward(bx), by);
+  block_loss.backward();
+  expect(std::abs(block_loss.item<double>() - ref_block.item<double>()) <= 1e-5 * ref_block.item<double>(),
+         "tensor-parallel GPT block loss");
+  const int64_t c = cfg.dim, local = c / w;
+  const Tensor& gq = block.qkv->weight.grad();
+  const Tensor want_qkv =
+      cat({gq.narrow(0, r * local, local), gq.narrow(0, c + r * local, local), gq.narrow(0, 2 * c + r * local, local)}, 0);
+  expect(max_abs_diff(pblock.qkv->weight.grad(), want_qkv) <= 1e-5, "GPT block: QKV gradient of this rank's heads");
+  expect(slice_diff(pblock.proj->weight.grad(), block.proj->weight.grad(), 1) <= 1e-5, "GPT block: proj gradient");
+  expect(slice_diff(pblock.fc->weight.grad(), block.fc->weight.grad(), 0) <= 1e-5, "GPT block: fc gradient");
+  expect(slice_diff(pblock.fc_out->weight.grad(), block.fc_out->weight.grad(), 1) <= 1e-5, "GPT block: fc_out gradient");
+  expect(max_abs_diff(pblock.ln1->weight.grad(), block.ln1->weight.grad()) <= 1e-5, "GPT block: replicated ln1 gradient");
 }
 
 int main(int argc, char** argv) {

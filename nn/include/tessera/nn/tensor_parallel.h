@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "tessera/dist.h"
+#include "tessera/nn/language_model.h"
 #include "tessera/nn/layers.h"
 
 namespace tessera::nn::tp {
@@ -65,6 +66,28 @@ class VocabParallelEmbedding : public Module {
  private:
   std::shared_ptr<dist::ProcessGroup> group_;
   int64_t vocab_, dim_;
+};
+
+/**
+ * A GPT block with its heads and MLP split across the group (Megatron's layout): the fused QKV
+ * projection column-parallel by heads, attention over this rank's heads, the output projection
+ * row-parallel; fc column-parallel, fc_out row-parallel; the layer norms replicated. Two
+ * all-reduces forward, two backward. Built from a whole block's weights; heads must divide by
+ * the world size. No dropout (dropout on replicated activations needs one RNG stream per region).
+ */
+class ParallelGPTBlock : public Module {
+ public:
+  ParallelGPTBlock(const GPTBlock& whole, int64_t heads, std::shared_ptr<dist::ProcessGroup> group);
+  /** x [B, T, C], replicated on every rank -> [B, T, C], replicated. */
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "ParallelGPTBlock"; }
+  std::shared_ptr<LayerNorm> ln1, ln2;
+  std::shared_ptr<ColumnParallelLinear> qkv, fc;
+  std::shared_ptr<RowParallelLinear> proj, fc_out;
+
+ private:
+  std::shared_ptr<dist::ProcessGroup> group_;
+  int64_t local_heads_;
 };
 
 /**
