@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 
+#include "tessera/autograd.h"
 #include "tessera/error.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
@@ -121,6 +122,23 @@ Pipeline::Pipeline(ModulePtr stage, std::shared_ptr<dist::ProcessGroup> group, D
   stages_[0]->to(device);
 }
 
+void Pipeline::tie(int64_t stage_a, const std::string& a, int64_t stage_b, const std::string& b) {
+  TESSERA_CHECK(!group_, "pipeline", "tie: ranked stages are not supported yet (in-process stages only)");
+  const auto n = static_cast<int64_t>(stages_.size());
+  TESSERA_CHECK(stage_a >= 0 && stage_a < n && stage_b >= 0 && stage_b < n && stage_a != stage_b, "pipeline", "tie: stages ", stage_a,
+                " and ", stage_b, " of ", n);
+  const auto find = [&](int64_t stage, const std::string& name) {
+    for (const auto& [key, t] : stages_[stage]->named_parameters()) {
+      if (key == name) return t;
+    }
+    throw Error(detail::concat("pipeline: tie: stage ", stage, " has no parameter '", name, "'"));
+  };
+  const Tensor ta = find(stage_a, a), tb = find(stage_b, b);
+  TESSERA_CHECK(ta.shape() == tb.shape() && ta.dtype() == tb.dtype(), "pipeline", "tie: ", a, " ", shape_str(ta.shape()), " ", ta.dtype(),
+                " and ", b, " ", shape_str(tb.shape()), " ", tb.dtype(), " differ");
+  tied_.emplace_back(ta, tb);
+}
+
 std::vector<Tensor> Pipeline::parameters() const {
   std::vector<Tensor> p;
   for (const ModulePtr& s : stages_) {
@@ -176,6 +194,15 @@ double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<
       else slot.out.backward(slot.arrived_grad);
       if (s > 0) slots[s - 1][i].arrived_grad = slot.in.grad().to(devices_[s - 1]);
       slot = Slot();  // this micro-batch's activations at this stage are freed here
+    }
+  }
+  {
+    const NoGradGuard no_grad;
+    for (auto& [a, b] : tied_) {
+      if (!a.grad().defined() || !b.grad().defined()) continue;
+      const Tensor both = add(a.grad(), b.grad().to(a.device()));
+      a.set_grad(both);
+      b.set_grad(both.to(b.device()).clone());
     }
   }
   for (size_t k = 0; k < devices_.size(); ++k) stats_.peak_step_bytes.push_back(memory_stats(devices_[k]).peak_in_use_bytes - before[k]);

@@ -7,10 +7,12 @@
 // so the accumulated gradients equal those of the whole batch's mean loss.
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "tessera/dist.h"
+#include "tessera/nn/language_model.h"
 #include "tessera/nn/module.h"
 
 namespace tessera::nn {
@@ -61,6 +63,14 @@ class Pipeline {
    */
   double train_step(const Tensor& input, const Tensor& target, const PipelineLoss& loss);
 
+  /**
+   * Declares that parameter `a` of stage `stage_a` and `b` of stage `stage_b` (by name) are one weight (a
+   * language model's token embedding and its output head): after each step's backward both
+   * gradients become their sum, so equal optimizer updates keep them equal (Megatron's
+   * embedding group). In-process stages only.
+   */
+  void tie(int64_t stage_a, const std::string& a, int64_t stage_b, const std::string& b);
+
   /** The parameters of this process's stages (for the optimizer). */
   std::vector<Tensor> parameters() const;
   const std::vector<ModulePtr>& stages() const { return stages_; }
@@ -75,9 +85,20 @@ class Pipeline {
   std::vector<ModulePtr> stages_;
   std::vector<Device> devices_;
   std::shared_ptr<dist::ProcessGroup> group_;  // null: in-process stages
+  std::vector<std::pair<Tensor, Tensor>> tied_;
   PipelineSchedule schedule_;
   int64_t micro_batches_;
   PipelineStats stats_;
 };
+
+/** A GPT split into `stages` pipeline stages (copies of its weights): stage 0 the token and
+ *  position embeddings and the first blocks, the last the remaining blocks, the final norm and
+ *  the head, a copy of the token embedding to tie with stage 0's (`tied`). Blocks are spread
+ *  evenly; forward: tokens [B, T] -> logits [B, T, vocab]. */
+struct GPTStages {
+  std::vector<ModulePtr> stages;
+  std::string embedding = "tok.weight", head = "head";  ///< the tied pair's names: stage 0's, the last stage's
+};
+GPTStages split_gpt(const GPT& gpt, int64_t stages);
 
 }  // namespace tessera::nn
