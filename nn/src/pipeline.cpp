@@ -123,17 +123,22 @@ Pipeline::Pipeline(ModulePtr stage, std::shared_ptr<dist::ProcessGroup> group, D
 }
 
 void Pipeline::tie(int64_t stage_a, const std::string& a, int64_t stage_b, const std::string& b) {
-  TESSERA_CHECK(!group_, "pipeline", "tie: ranked stages are not supported yet (in-process stages only)");
-  const auto n = static_cast<int64_t>(stages_.size());
+  const int64_t n = group_ ? group_->world_size() : static_cast<int64_t>(stages_.size());
   TESSERA_CHECK(stage_a >= 0 && stage_a < n && stage_b >= 0 && stage_b < n && stage_a != stage_b, "pipeline", "tie: stages ", stage_a,
                 " and ", stage_b, " of ", n);
-  const auto find = [&](int64_t stage, const std::string& name) {
-    for (const auto& [key, t] : stages_[stage]->named_parameters()) {
+  const auto find = [&](const Module& stage, int64_t index, const std::string& name) {
+    for (const auto& [key, t] : stage.named_parameters()) {
       if (key == name) return t;
     }
-    throw Error(detail::concat("pipeline: tie: stage ", stage, " has no parameter '", name, "'"));
+    throw Error(detail::concat("pipeline: tie: stage ", index, " has no parameter '", name, "'"));
   };
-  const Tensor ta = find(stage_a, a), tb = find(stage_b, b);
+  if (group_) {  // this rank holds one side (or neither); its peer holds the other
+    const int64_t me = group_->rank();
+    if (me == stage_a) tied_ranked_.push_back({find(*stages_[0], me, a), static_cast<int>(stage_b)});
+    if (me == stage_b) tied_ranked_.push_back({find(*stages_[0], me, b), static_cast<int>(stage_a)});
+    return;
+  }
+  const Tensor ta = find(*stages_[stage_a], stage_a, a), tb = find(*stages_[stage_b], stage_b, b);
   TESSERA_CHECK(ta.shape() == tb.shape() && ta.dtype() == tb.dtype(), "pipeline", "tie: ", a, " ", shape_str(ta.shape()), " ", ta.dtype(),
                 " and ", b, " ", shape_str(tb.shape()), " ", tb.dtype(), " differ");
   tied_.emplace_back(ta, tb);
@@ -215,7 +220,7 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
   const Device dev = devices_[0];
   const Simulation sim = simulate(schedule_, stages, m);
   stats_ = {stages, m, sim.bubble, sim.peak_in_flight, {}, 0.0};
-  enum Tag { kHeader = 0, kActivation = 1, kGradient = 2 };
+  enum Tag { kHeader = 0, kActivation = 1, kGradient = 2, kTied = 3 };
   std::vector<std::unique_ptr<dist::Work>> sends;  // waited at the end: their buffers stay alive
   std::vector<Tensor> in(m), out(m);
   double total = 0.0, waited_s = 0.0;
@@ -262,6 +267,16 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
     }
   }
   for (auto& w : sends) timed_wait(*w);
+  // Tied weights: exchange the gradients with the peer stage and keep their sum on both sides.
+  for (auto& [t, peer] : tied_ranked_) {
+    const NoGradGuard no_grad;
+    const Tensor mine = t.grad().defined() ? t.grad().contiguous() : zeros(t.shape(), t.dtype(), t.device());
+    Tensor theirs = empty(t.shape(), t.dtype(), t.device());
+    auto sent = g.send(mine, peer, kTied);
+    timed_wait(*g.recv(theirs, peer, kTied));
+    timed_wait(*sent);
+    t.set_grad(add(mine, theirs));
+  }
   Tensor mean_loss = from_vector<double>({total / static_cast<double>(m)}, {1});
   g.broadcast(mean_loss, static_cast<int>(stages - 1))->wait();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

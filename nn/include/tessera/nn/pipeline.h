@@ -67,7 +67,8 @@ class Pipeline {
    * Declares that parameter `a` of stage `stage_a` and `b` of stage `stage_b` (by name) are one weight (a
    * language model's token embedding and its output head): after each step's backward both
    * gradients become their sum, so equal optimizer updates keep them equal (Megatron's
-   * embedding group). In-process stages only.
+   * embedding group). Ranked stages: every rank calls it; the two ranks holding the stages
+   * exchange their gradients with send/recv.
    */
   void tie(int64_t stage_a, const std::string& a, int64_t stage_b, const std::string& b);
 
@@ -86,6 +87,11 @@ class Pipeline {
   std::vector<Device> devices_;
   std::shared_ptr<dist::ProcessGroup> group_;  // null: in-process stages
   std::vector<std::pair<Tensor, Tensor>> tied_;
+  struct TiedWithPeer {
+    Tensor local;
+    int peer;
+  };
+  std::vector<TiedWithPeer> tied_ranked_;
   PipelineSchedule schedule_;
   int64_t micro_batches_;
   PipelineStats stats_;
