@@ -95,6 +95,12 @@ void run_gpu_model(bool quick, const std::string& json_path);
  * defines them; rank 0 prints and writes the JSON.
  */
 void run_allreduce(bool quick, const std::string& json_path, const Options& options);
+/**
+ * The pipeline suite (perf/dist_suite.cpp), run under mpirun: one pipeline stage per rank
+ * (4 x Linear + Tanh on the CPU), GPipe vs 1F1B step time at 8 micro-batches, the schedule's
+ * bubble and rank 0's measured wait share; rank 0 prints and writes the JSON.
+ */
+void run_pipeline(bool quick, const std::string& json_path, const Options& options);
 
 /** Writes `text` to `path` through a temp file and a rename, so a reader never sees half a file. */
 void write_file_atomically(const std::string& text, const std::string& path);

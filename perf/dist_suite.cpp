@@ -10,6 +10,8 @@
 #include "bench.h"
 #include "tessera/dist.h"
 #include "tessera/error.h"
+#include "tessera/nn/layers.h"
+#include "tessera/nn/pipeline.h"
 #include "tessera/tessera.h"
 
 namespace tessera::bench {
@@ -47,6 +49,59 @@ void run_allreduce(bool quick, const std::string& json_path, const Options& opti
     r.suite = "allreduce", r.name = "all_reduce_sum_np" + std::to_string(world), r.backend = "cpu", r.device = pg.backend() + " process group";
     r.dtype = "f32", r.shape = {bytes / 4};
     r.median_s = median, r.min_s = times.front(), r.max_s = times.back(), r.gbps = busbw;
+    records.push_back(r);
+  }
+  if (lead && !json_path.empty()) {
+    write_json(records, json_path, options);
+    std::printf("# wrote %zu records to %s\n", records.size(), json_path.c_str());
+  }
+}
+
+void run_pipeline(bool quick, const std::string& json_path, const Options& options) {
+  if (dist::available_backends().empty()) throw Error("bench: the pipeline suite needs a process group (this build has no MPI)");
+  auto pg = dist::init_process_group();
+  if (pg->world_size() < 2) throw Error("bench: the pipeline suite needs at least 2 ranks: mpirun -n 2 tessera bench --suite pipeline");
+  const int stages = pg->world_size();
+  const bool lead = pg->rank() == 0;
+  const int64_t width = quick ? 128 : 512, batch = quick ? 64 : 256, micro = 8;
+  if (lead) {
+    std::printf(
+        "# pipeline step (forward + backward), %d stages (one per rank, %s), each 4 x (Linear %lld + Tanh), batch %lld in %lld "
+        "micro-batches\n",
+        stages, pg->backend().c_str(), static_cast<long long>(width), static_cast<long long>(batch), static_cast<long long>(micro));
+    std::printf("%-8s %12s %10s %12s\n", "schedule", "step ms", "bubble", "rank0 idle");
+  }
+  std::vector<Record> records;
+  const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
+  for (auto schedule : {nn::PipelineSchedule::gpipe, nn::PipelineSchedule::one_f_one_b}) {
+    manual_seed(1);
+    std::vector<nn::ModulePtr> layers;
+    for (int k = 0; k < 4; ++k)
+      layers.push_back(std::make_shared<nn::Linear>(width, width)), layers.push_back(std::make_shared<nn::Tanh>());
+    nn::Pipeline pipe(std::make_shared<nn::Sequential>(layers), pg, kCPU, schedule, micro);
+    const Tensor x = randn({batch, width}), y = randn({batch, width});
+    for (int w = 0; w < 2; ++w) (void)pipe.train_step(x, y, mse);
+    std::vector<double> times;
+    double idle = 0.0;
+    for (int rep = 0; rep < (quick ? 3 : 9); ++rep) {
+      pg->barrier();
+      const auto start = std::chrono::steady_clock::now();
+      (void)pipe.train_step(x, y, mse);
+      Tensor slowest = full({1}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), DType::f64, kCPU);
+      pg->all_reduce(slowest, dist::ReduceOp::max)->wait();
+      times.push_back(slowest.item<double>());
+      idle += pipe.stats().measured_idle_fraction;
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    idle /= static_cast<double>(times.size());
+    if (lead) {
+      std::printf("%-8s %12.3f %10.3f %12.3f\n", nn::pipeline_schedule_name(schedule), median * 1e3, pipe.stats().bubble_fraction, idle);
+    }
+    Record r;
+    r.suite = "pipeline", r.name = std::string(nn::pipeline_schedule_name(schedule)) + "_np" + std::to_string(stages), r.backend = "cpu";
+    r.device = pg->backend() + " process group", r.dtype = "f32", r.shape = {batch, width, micro};
+    r.median_s = median, r.min_s = times.front(), r.max_s = times.back();
     records.push_back(r);
   }
   if (lead && !json_path.empty()) {

@@ -16,7 +16,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--suite", opts->suites,
                   "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, fused, overhead; or gpu-model alone "
                   "(per-kernel memory counters and roofline times from the emulated backend); or allreduce alone, under mpirun "
-                  "(all-reduce bus bandwidth over the process group, 1 KiB-64 MiB)");
+                  "(all-reduce bus bandwidth over the process group, 1 KiB-64 MiB); or pipeline alone, under mpirun (GPipe vs 1F1B step "
+                  "time and bubble, one stage per rank)");
   cmd->add_flag("--quick", opts->quick, "small shapes and 3 repetitions (CI smoke test)");
   cmd->add_option("--filter", opts->filters,
                   "run only cases whose name/dtype/shape (e.g. matmul/bf16/1024x1024x1024) contains this text (repeatable)");
@@ -27,6 +28,11 @@ void add_bench_command(CLI::App& app) {
     if (std::find(opts->suites.begin(), opts->suites.end(), "allreduce") != opts->suites.end()) {
       if (opts->suites.size() != 1) throw tessera::Error("bench: the allreduce suite runs alone (--suite allreduce)");
       bench::run_allreduce(opts->quick, opts->json_path, *opts);
+      return;
+    }
+    if (std::find(opts->suites.begin(), opts->suites.end(), "pipeline") != opts->suites.end()) {
+      if (opts->suites.size() != 1) throw tessera::Error("bench: the pipeline suite runs alone (--suite pipeline)");
+      bench::run_pipeline(opts->quick, opts->json_path, *opts);
       return;
     }
     if (std::find(opts->suites.begin(), opts->suites.end(), "gpu-model") != opts->suites.end()) {
