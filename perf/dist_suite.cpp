@@ -15,6 +15,26 @@
 #include "tessera/tessera.h"
 
 namespace tessera::bench {
+namespace {
+
+// Runs `body` `reps` times, every rank starting together after a barrier, and returns the
+// slowest rank's seconds for each run divided by `per` (the iterations inside body), sorted.
+template <class F>
+std::vector<double> slowest_rank_times(dist::ProcessGroup& pg, int reps, int per, F&& body) {
+  std::vector<double> times;
+  for (int rep = 0; rep < reps; ++rep) {
+    pg.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    Tensor slowest = full({1}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / per, DType::f64, kCPU);
+    pg.all_reduce(slowest, dist::ReduceOp::max)->wait();
+    times.push_back(slowest.item<double>());
+  }
+  std::sort(times.begin(), times.end());
+  return times;
+}
+
+}  // namespace
 
 void run_allreduce(bool quick, const std::string& json_path, const Options& options) {
   if (dist::available_backends().empty()) throw Error("bench: the allreduce suite needs a process group (this build has no MPI)");
@@ -32,16 +52,9 @@ void run_allreduce(bool quick, const std::string& json_path, const Options& opti
     Tensor t = ones({bytes / 4}, DType::f32, kCPU);
     const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / bytes, 5, quick ? 20 : 200));
     for (int w = 0; w < 3; ++w) pg.all_reduce(t)->wait();
-    std::vector<double> times;
-    for (int rep = 0; rep < (quick ? 3 : 7); ++rep) {
-      pg.barrier();
-      const auto start = std::chrono::steady_clock::now();
+    const std::vector<double> times = slowest_rank_times(pg, quick ? 3 : 7, iters, [&] {
       for (int i = 0; i < iters; ++i) pg.all_reduce(t)->wait();
-      Tensor slowest = full({1}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters, DType::f64, kCPU);
-      pg.all_reduce(slowest, dist::ReduceOp::max)->wait();
-      times.push_back(slowest.item<double>());
-    }
-    std::sort(times.begin(), times.end());
+    });
     const double median = times[times.size() / 2];
     const double algbw = static_cast<double>(bytes) / median / 1e9, busbw = algbw * 2.0 * (world - 1) / world;
     if (lead) std::printf("%-12lld %12.1f %12.3f %12.3f\n", static_cast<long long>(bytes), median * 1e6, algbw, busbw);
@@ -81,18 +94,11 @@ void run_pipeline(bool quick, const std::string& json_path, const Options& optio
     nn::Pipeline pipe(std::make_shared<nn::Sequential>(layers), pg, kCPU, schedule, micro);
     const Tensor x = randn({batch, width}), y = randn({batch, width});
     for (int w = 0; w < 2; ++w) (void)pipe.train_step(x, y, mse);
-    std::vector<double> times;
     double idle = 0.0;
-    for (int rep = 0; rep < (quick ? 3 : 9); ++rep) {
-      pg->barrier();
-      const auto start = std::chrono::steady_clock::now();
+    const std::vector<double> times = slowest_rank_times(*pg, quick ? 3 : 9, 1, [&] {
       (void)pipe.train_step(x, y, mse);
-      Tensor slowest = full({1}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), DType::f64, kCPU);
-      pg->all_reduce(slowest, dist::ReduceOp::max)->wait();
-      times.push_back(slowest.item<double>());
       idle += pipe.stats().measured_idle_fraction;
-    }
-    std::sort(times.begin(), times.end());
+    });
     const double median = times[times.size() / 2];
     idle /= static_cast<double>(times.size());
     if (lead) {

@@ -28,11 +28,12 @@ inline void check_class_targets(const Tensor& target, int64_t classes, int64_t i
   throw Error(detail::concat("cross_entropy: target ", t, " at position ", at, " is out of range for ", classes, " classes"));
 }
 
-/** scatter_add's destination dtypes on the device backends (those with atomic adds). */
-/** The dtypes scatter_add's device kernels take: those with native atomic adds everywhere. */
+/** The dtypes scatter_add's device kernels take: those with native atomic adds everywhere (the
+ *  backends declare the rest refused, so the dispatcher never hands them to dispatch_scatter). */
 inline constexpr DTypeSet kScatterAddDTypes{DType::f32, DType::f64, DType::i32, DType::i64};
 inline constexpr const char* kScatterAddGap = "no device atomics for them; scatter_add accumulates them in float32 or int64 and casts back";
 
+/** scatter_add's destination dtypes on the device backends: kScatterAddDTypes. */
 template <class F> void dispatch_scatter(DType dt, F&& f) {
   switch (dt) {
     case DType::f32: f.template operator()<float>(); return;

@@ -10,9 +10,6 @@
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
 
-/** Two adjacent 16-bit elements of shared memory (p 4-byte aligned) as one word. */
-TESSERA_DEVICE uint32_t load_pair(const uint16_t* p) { return load_u16_pair(p); }
-
 /** Whether 16-bit rows of `width` elements from `p` can be copied 16 bytes at a time. */
 TESSERA_DEVICE bool rows_vectorizable(const void* p, int64_t width, int kD) {
   return width == kD && kD % 8 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
@@ -43,13 +40,13 @@ TESSERA_DEVICE void issue_rows(const uint16_t* src, int64_t nrows, int64_t width
 template <class Shape>
 TESSERA_DEVICE void load_a_words(uint32_t (&w)[Shape::A / 2], const uint16_t* t, int ld, int r0, int c0, int ln) {
   TESSERA_UNROLL
-  for (int e = 0; e < Shape::A; e += 2) w[e / 2] = load_pair(t + (r0 + Shape::a_row(ln, e)) * ld + c0 + Shape::a_col(ln, e));
+  for (int e = 0; e < Shape::A; e += 2) w[e / 2] = load_u16_pair(t + (r0 + Shape::a_row(ln, e)) * ld + c0 + Shape::a_col(ln, e));
 }
 /** B[k][n] = t[(n0 + n) * ld + k0 + k] (stored n-major): pairs adjacent along k. */
 template <class Shape>
 TESSERA_DEVICE void load_b_words_nk(uint32_t (&w)[Shape::B / 2], const uint16_t* t, int ld, int n0, int k0, int ln) {
   TESSERA_UNROLL
-  for (int e = 0; e < Shape::B; e += 2) w[e / 2] = load_pair(t + (n0 + Shape::b_col(ln, e)) * ld + k0 + Shape::b_row(ln, e));
+  for (int e = 0; e < Shape::B; e += 2) w[e / 2] = load_u16_pair(t + (n0 + Shape::b_col(ln, e)) * ld + k0 + Shape::b_row(ln, e));
 }
 /** B[k][n] = t[(k0 + k) * ld + n0 + n] (stored k-major): the two elements of a word are in
  *  different rows. On sm_80+ one ldmatrix.trans (lanes 0-15 address the rows k0..k0+15, 16-byte

@@ -8,10 +8,7 @@
 
 namespace tessera::nn {
 
-namespace {
-// PyTorch's default for Linear/Conv weights: kaiming_uniform with a = sqrt(5).
-constexpr double kDefaultA = 2.2360679774997896964;
-}
+using init::kDefaultA;
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Placement p) {
   TESSERA_CHECK(in_features > 0 && out_features > 0, "Linear", "sizes must be positive, got ", in_features, " -> ",

@@ -101,6 +101,14 @@ Tensor header_of(const Tensor& t) {
   return from_vector<int64_t>(h, {10});
 }
 
+// The last stage's loss of one micro-batch, scaled by 1/M for its backward; its value is added
+// to `total`.
+Tensor scaled_loss(const PipelineLoss& loss, const Tensor& output, const Tensor& target, int64_t m, double& total) {
+  const Tensor l = loss(output, target.to(output.device()));
+  total += l.item<double>();
+  return mul(l, 1.0 / static_cast<double>(m));
+}
+
 }  // namespace
 
 Pipeline::Pipeline(std::vector<ModulePtr> stages, std::vector<Device> devices, PipelineSchedule schedule, int64_t micro_batches)
@@ -185,9 +193,7 @@ double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<
       slot.arrived_input = Tensor();
       const Tensor y = stages_[s]->forward(slot.in);
       if (s == stages - 1) {
-        const Tensor l = loss(y, targets[i].to(dev));
-        total += l.item<double>();
-        slot.out = mul(l, 1.0 / static_cast<double>(m));
+        slot.out = scaled_loss(loss, y, targets[i], m, total);
       } else {
         slot.out = y;
         Tensor next = y.detach().to(devices_[s + 1]);
@@ -246,9 +252,7 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
       }
       const Tensor y = stages_[0]->forward(in[i]);
       if (s == stages - 1) {
-        const Tensor l = loss(y, targets[i].to(dev));
-        total += l.item<double>();
-        out[i] = mul(l, 1.0 / static_cast<double>(m));
+        out[i] = scaled_loss(loss, y, targets[i], m, total);
       } else {
         out[i] = y;
         sends.push_back(g.send(header_of(y), static_cast<int>(s + 1), kHeader));

@@ -11,8 +11,6 @@
 namespace tessera::nn::tp {
 namespace {
 
-constexpr double kKaimingA = 2.23606797749979;  // sqrt(5): PyTorch's Linear default, as nn::Linear
-
 int64_t shard(int64_t n, const dist::ProcessGroup& g, const char* layer, const char* what) {
   TESSERA_CHECK(n % g.world_size() == 0, layer, what, " ", n, " does not divide across ", g.world_size(), " ranks");
   return n / g.world_size();
@@ -58,63 +56,47 @@ Tensor gather_from_region(const Tensor& x, dist::ProcessGroup& group) {
   return out;
 }
 
-ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<dist::ProcessGroup> group, bool with_bias,
-                                           bool gather_output, Placement p)
-    : group_(std::move(group)), in_(in), out_(out), gather_output_(gather_output) {
-  TESSERA_CHECK(group_ != nullptr && in > 0 && out > 0, "ColumnParallelLinear", "needs a process group and positive sizes");
-  const int64_t local = shard(out, *group_, "ColumnParallelLinear", "output features");
-  weight = init::kaiming_uniform({local, in}, in, kKaimingA, p.dtype, p.device);
-  if (with_bias) bias = init::fan_in_uniform({local}, in, p.dtype, p.device);
+SplitLinear::SplitLinear(const char* layer, int64_t in, int64_t out, int axis, std::shared_ptr<dist::ProcessGroup> group, bool with_bias,
+                         Placement p)
+    : layer_(layer), group_(std::move(group)), in_(in), out_(out), axis_(axis) {
+  TESSERA_CHECK(group_ != nullptr && in > 0 && out > 0, layer_, "needs a process group and positive sizes");
+  const int64_t local = shard(axis_ == 0 ? out : in, *group_, layer_, axis_ == 0 ? "output features" : "input features");
+  weight = init::kaiming_uniform(axis_ == 0 ? Shape{local, in} : Shape{out, local}, in, init::kDefaultA, p.dtype, p.device);
+  if (with_bias) bias = init::fan_in_uniform({axis_ == 0 ? local : out}, in, p.dtype, p.device);
   register_parameter("weight", &weight);
   register_parameter("bias", &bias);
 }
 
-void ColumnParallelLinear::from_full(const Tensor& w, const Tensor& b) {
-  TESSERA_CHECK(w.dim() == 2 && w.size(0) == out_ && w.size(1) == in_, "ColumnParallelLinear", "from_full: weight ", shape_str(w.shape()),
-                " is not [", out_, ", ", in_, "]");
-  const int64_t local = weight.size(0), start = group_->rank() * local;
+void SplitLinear::from_full(const Tensor& w, const Tensor& b) {
+  TESSERA_CHECK(w.dim() == 2 && w.size(0) == out_ && w.size(1) == in_, layer_, "from_full: weight ", shape_str(w.shape()), " is not [",
+                out_, ", ", in_, "]");
+  const int64_t local = weight.size(axis_), start = group_->rank() * local;
   const NoGradGuard no_grad;
-  weight.copy_(w.narrow(0, start, local));
-  if (bias.defined() && b.defined()) bias.copy_(b.narrow(0, start, local));
+  weight.copy_(w.narrow(axis_, start, local));
+  if (bias.defined() && b.defined()) bias.copy_(axis_ == 0 ? b.narrow(0, start, local) : b);
 }
+
+std::string SplitLinear::describe() const {
+  return detail::concat(layer_, "(", in_, ", ", out_, ", rank ", group_->rank(), " holds ", weight.size(axis_), ")");
+}
+
+ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<dist::ProcessGroup> group, bool with_bias,
+                                           bool gather_output, Placement p)
+    : SplitLinear("ColumnParallelLinear", in, out, 0, std::move(group), with_bias, p), gather_output_(gather_output) {}
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
   const Tensor y = linear(copy_to_region(x, *group_), weight, bias);
   return gather_output_ ? gather_from_region(y, *group_) : y;
 }
 
-std::string ColumnParallelLinear::describe() const {
-  return detail::concat("ColumnParallelLinear(", in_, ", ", out_, ", rank ", group_->rank(), " holds ", weight.size(0), ")");
-}
-
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, std::shared_ptr<dist::ProcessGroup> group, bool with_bias, Placement p)
-    : group_(std::move(group)), in_(in), out_(out) {
-  TESSERA_CHECK(group_ != nullptr && in > 0 && out > 0, "RowParallelLinear", "needs a process group and positive sizes");
-  const int64_t local = shard(in, *group_, "RowParallelLinear", "input features");
-  weight = init::kaiming_uniform({out, local}, in, kKaimingA, p.dtype, p.device);
-  if (with_bias) bias = init::fan_in_uniform({out}, in, p.dtype, p.device);
-  register_parameter("weight", &weight);
-  register_parameter("bias", &bias);
-}
-
-void RowParallelLinear::from_full(const Tensor& w, const Tensor& b) {
-  TESSERA_CHECK(w.dim() == 2 && w.size(0) == out_ && w.size(1) == in_, "RowParallelLinear", "from_full: weight ", shape_str(w.shape()),
-                " is not [", out_, ", ", in_, "]");
-  const int64_t local = weight.size(1);
-  const NoGradGuard no_grad;
-  weight.copy_(w.narrow(1, group_->rank() * local, local));
-  if (bias.defined() && b.defined()) bias.copy_(b);
-}
+    : SplitLinear("RowParallelLinear", in, out, 1, std::move(group), with_bias, p) {}
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
   TESSERA_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "RowParallelLinear", "input ", shape_str(x.shape()),
                 " does not end in this rank's ", weight.size(1), " input features");
   const Tensor y = reduce_from_region(linear(x, weight), *group_);
   return bias.defined() ? add(y, bias) : y;
-}
-
-std::string RowParallelLinear::describe() const {
-  return detail::concat("RowParallelLinear(", in_, ", ", out_, ", rank ", group_->rank(), " holds ", weight.size(1), ")");
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t dim, std::shared_ptr<dist::ProcessGroup> group, Placement p)

@@ -92,15 +92,17 @@ void scatter_into(OpId op, Tensor& x, int64_t axis, const Tensor& index, const T
   // A device without atomic adds for x's dtype (16-bit floats, 8-bit integers) accumulates in a
   // wider copy: exact for the integers (addition wraps the same modulo 2^8), better rounded for
   // the floats.
-  const DType wide = is_floating(x.dtype()) ? DType::f32 : DType::i64;
-  const Backend& backend = backend_for_device(device, name);
-  if (op == OpId::ScatterAdd && !backend.supports(op, x.dtype()) && backend.supports(op, wide)) {
-    const NoGradGuard no_grad;  // like the kernel call below: x is updated in place, unrecorded
-    Tensor acc = x.to(wide);
-    const Tensor in[2] = {index, part.to(wide)};
-    detail::run_kernel(op, device, in, std::span<Tensor>(&acc, 1), attrs);
-    x.copy_(acc);
-    return;
+  if (op == OpId::ScatterAdd) {
+    const DType wide = is_floating(x.dtype()) ? DType::f32 : DType::i64;
+    const Backend& backend = backend_for_device(device, name);
+    if (!backend.supports(op, x.dtype()) && backend.supports(op, wide)) {
+      const NoGradGuard no_grad;  // like the kernel call below: x is updated in place, unrecorded
+      Tensor acc = x.to(wide);
+      const Tensor in[2] = {index, part.to(wide)};
+      detail::run_kernel(op, device, in, std::span<Tensor>(&acc, 1), attrs);
+      x.copy_(acc);
+      return;
+    }
   }
   const Tensor in[2] = {index, part.to(x.dtype())};
   detail::run_kernel(op, device, in, std::span<Tensor>(&x, 1), attrs);

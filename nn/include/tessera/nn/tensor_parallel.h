@@ -20,38 +20,43 @@ Tensor reduce_from_region(const Tensor& x, dist::ProcessGroup& group);
 /** Concatenates every rank's x along the last axis (rank order); backward: this rank's slice. */
 Tensor gather_from_region(const Tensor& x, dist::ProcessGroup& group);
 
-/** y = x W^T + b with W's rows (output features) split: this rank holds [out / world, in]. */
-class ColumnParallelLinear : public Module {
+/** What the two split Linear layers share: y = x W^T + b with W [out, in] split along one axis
+ *  across the group, this rank's part of W (and of b where it splits too), and from_full. */
+class SplitLinear : public Module {
+ public:
+  /** Takes this rank's part of a full [out, in] weight and [out] bias. */
+  void from_full(const Tensor& weight, const Tensor& bias);
+  std::string describe() const override;
+  Tensor weight, bias;
+
+ protected:
+  /** axis 0: output features split (the bias too); 1: input features split (the bias whole). */
+  SplitLinear(const char* layer, int64_t in, int64_t out, int axis, std::shared_ptr<dist::ProcessGroup> group, bool bias, Placement p);
+  const char* layer_;
+  std::shared_ptr<dist::ProcessGroup> group_;
+  int64_t in_, out_;
+  int axis_;
+};
+
+/** W's rows (output features) split: this rank holds [out / world, in] and its part of b. */
+class ColumnParallelLinear : public SplitLinear {
  public:
   ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<dist::ProcessGroup> group, bool bias = true, bool gather_output = false,
                        Placement p = {});
-  /** Takes this rank's rows of a full [out, in] weight and [out] bias. */
-  void from_full(const Tensor& weight, const Tensor& bias);
   /** x replicated on every rank -> this rank's output features (or all of them, gathered). */
   Tensor forward(const Tensor& x) override;
-  std::string describe() const override;
-  Tensor weight, bias;
 
  private:
-  std::shared_ptr<dist::ProcessGroup> group_;
-  int64_t in_, out_;
   bool gather_output_;
 };
 
-/** y = x W^T + b with W's columns (input features) split: this rank holds [out, in / world]; the
- *  bias is whole and added once after the all-reduce. */
-class RowParallelLinear : public Module {
+/** W's columns (input features) split: this rank holds [out, in / world]; the bias is whole and
+ *  added once after the all-reduce. */
+class RowParallelLinear : public SplitLinear {
  public:
   RowParallelLinear(int64_t in, int64_t out, std::shared_ptr<dist::ProcessGroup> group, bool bias = true, Placement p = {});
-  void from_full(const Tensor& weight, const Tensor& bias);
   /** x: this rank's slice of the input features (a ColumnParallelLinear's output) -> y, whole. */
   Tensor forward(const Tensor& x) override;
-  std::string describe() const override;
-  Tensor weight, bias;
-
- private:
-  std::shared_ptr<dist::ProcessGroup> group_;
-  int64_t in_, out_;
 };
 
 /** An embedding table split by rows (vocabulary): this rank holds ids [rank * V/world, ...). */
