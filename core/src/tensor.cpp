@@ -124,6 +124,9 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::data_ptr() const {
+  TESSERA_CHECK(!storage()->released(), "tensor", "the storage of this ", shape_str(shape()), " ", dtype(), " tensor on ", device().str(),
+                " was released (a fully sharded parameter read outside its module's forward or backward: call the module through "
+                "operator() or Module::call so its parameters are gathered)");
   return static_cast<char*>(storage()->data()) + offset() * static_cast<int64_t>(itemsize());
 }
 

@@ -90,7 +90,9 @@ Tensor GPT::run(const Tensor& tokens, DecodeState* state) {
   Tensor x = dropout(add(tok->forward(tokens), pos->forward(positions)), config_.dropout, is_training());
   if (state && state->tensors.size() != 2 * blocks.size()) state->tensors.assign(2 * blocks.size(), Tensor());
   for (size_t l = 0; l < blocks.size(); ++l) {
-    x = state ? blocks[l]->forward(x, &state->tensors[2 * l], &state->tensors[2 * l + 1]) : blocks[l]->forward(x);
+    // Through call(): the block's forward hooks run (fully sharded training gathers its weights).
+    x = blocks[l]->call(
+        [&] { return state ? blocks[l]->forward(x, &state->tensors[2 * l], &state->tensors[2 * l + 1]) : blocks[l]->forward(x); });
   }
   if (state) state->length += t;
   return linear(ln_f->forward(x), tok->weight);  // the head shares the token embedding

@@ -138,7 +138,7 @@ Tensor Sequential::forward(const Tensor& x) {
     // Each layer as a scope ("3:Conv2d") for the profiler and the CPU cross-check's reports.
     std::optional<profile::Scope> scope;
     if (profile::scopes_active()) scope.emplace(n + ":" + layer->name(), "module");
-    h = layer->forward(h);
+    h = (*layer)(h);
   }
   return h;
 }

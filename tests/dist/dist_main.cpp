@@ -1,6 +1,7 @@
 // Data-parallel checks, run by CTest under `mpirun -np 2` and `-np 3` (label "dist"):
 //   dist_test collectives|ddp|zero|tensor-parallel <device>   every rank checks, prints failures, exits non-zero on any
 //   dist_test zero-save|zero-load <device> <path>   ZeRO-1 state across world sizes (zero_resume.sh)
+//   dist_test fsdp|fsdp-memory <device>   ZeRO-3: a GPT against one rank; its memory against DDP's (fsdp_checks.cpp)
 //   dist_test pipeline|pipeline-gpt <device>   send/recv, the ranked pipeline, a pipelined GPT (2 ranks)
 //   dist_test hang|die|pipeline-die      the watchdog cases (tests/dist/watchdog.sh)
 // A plain program, not doctest: doctest's discovery would run it without mpirun at build time.
@@ -11,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "dist_checks.h"
 #include "tessera/dist.h"
 #include "tessera/nn/ddp.h"
 #include "tessera/nn/language_model.h"
@@ -24,7 +26,6 @@
 
 using namespace tessera;
 
-namespace {
 int g_failures = 0;
 int g_rank = 0;
 void expect(bool ok, const std::string& what) {
@@ -33,6 +34,8 @@ void expect(bool ok, const std::string& what) {
   std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
 }
 double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(sub(a.to(kCPU, DType::f64), b.to(kCPU, DType::f64)))).item<double>(); }
+
+namespace {
 
 // A tensor whose values depend on the rank: base[i] * (rank + 1) + i.
 Tensor rank_tensor(const Shape& shape, int rank, DType dt, Device dev) {
@@ -454,6 +457,10 @@ int main(int argc, char** argv) {
       check_tensor_parallel(*pg, dev);
     } else if (mode == "pipeline-gpt") {
       check_pipeline_gpt(*pg, dev);
+    } else if (mode == "fsdp") {
+      check_fsdp(*pg, dev);
+    } else if (mode == "fsdp-memory") {
+      check_fsdp_memory(*pg, dev);
     } else if (mode == "pipeline") {
       check_pipeline(*pg, dev);
     } else if (mode == "pipeline-die") {
@@ -483,10 +490,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: the all-reduce returned without its peer\n", pg->rank());
       return 1;
     } else {
-      std::fprintf(stderr,
-                   "usage: dist_test collectives|ddp|zero|tensor-parallel|pipeline|pipeline-gpt|hang|die|pipeline-die [device] | "
-                   "zero-save|zero-load "
-                   "<device> <path>\n");
+      std::fprintf(
+          stderr,
+          "usage: dist_test collectives|ddp|zero|tensor-parallel|fsdp|fsdp-memory|pipeline|pipeline-gpt|hang|die|pipeline-die [device] | "
+          "zero-save|zero-load "
+          "<device> <path>\n");
       return 2;
     }
   } catch (const std::exception& e) {

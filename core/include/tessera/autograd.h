@@ -41,6 +41,8 @@ struct AutogradMeta {
   Tensor grad;
   std::shared_ptr<Node> grad_fn;      ///< null for leaves
   std::shared_ptr<Node> accumulator;  ///< leaves: the node that accumulates into `grad`
+  /** Leaves: run after each gradient is added into `grad` (Tensor::register_post_accumulate_grad_hook). */
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
 };
 
 /** True when ops record the graph on this thread (default true). */

@@ -113,6 +113,10 @@ class Tensor {
   Tensor detach() const;
   /** Calls `hook(grad)` when this tensor's gradient is computed; a defined result replaces it. */
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  /** Leaves only: calls `hook(*this)` after each backward pass has added its gradient into
+   *  .grad() (as torch's register_post_accumulate_grad_hook): the hook may read, move or clear
+   *  .grad() (fully sharded training hands it to a reduce-scatter there). */
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
   /** Keeps .grad() of a non-leaf tensor after backward. */
   void retain_grad() const;
 

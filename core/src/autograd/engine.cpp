@@ -46,6 +46,10 @@ class AccumulateGrad final : public Node {
       } else {
         m.grad = add(m.grad, grad);
       }
+      if (!m.post_accumulate_hooks.empty()) {
+        const Tensor leaf(impl);
+        for (const auto& hook : m.post_accumulate_hooks) hook(leaf);
+      }
     }
     return {};
   }
@@ -291,6 +295,14 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 
 Tensor Tensor::detach() const {
   return detail::make_tensor(storage(), shape(), strides(), offset(), dtype());
+}
+
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+  TESSERA_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook",
+                "expected a leaf tensor that requires grad (a parameter), got ",
+                requires_grad() ? "a non-leaf" : "a tensor without requires_grad");
+  gradient_edge(*this);  // the accumulator exists from now on, whatever backward reaches it
+  ensure_meta(*this).post_accumulate_hooks.push_back(std::move(hook));
 }
 
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {

@@ -2,6 +2,7 @@
 // Module: named parameters, buffers and child modules, train/eval mode, device/dtype moves
 // and state dicts. Layers register their member tensors by address, so forward() reads
 // plain members while to(), load_state_dict() and optimizers see the same tensors.
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,7 +27,23 @@ class Module {
 
   /** The layer's computation; modules with other signatures throw here. */
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  /** forward(x) between the module's forward hooks (the way containers call their children). */
+  Tensor operator()(const Tensor& x) {
+    return call([&] { return forward(x); });
+  }
+  /** Runs `body` -- this module's forward, of any signature -- between its forward hooks. */
+  template <class Body>
+  Tensor call(Body&& body) {
+    for (const auto& hook : pre_hooks_) hook(*this);
+    Tensor out = body();
+    for (const auto& hook : post_hooks_) hook(*this, out);
+    return out;
+  }
+  /** Called before each forward through operator() or call() (fully sharded training gathers
+   *  the module's parameters here). */
+  void register_forward_pre_hook(std::function<void(Module&)> hook) { pre_hooks_.push_back(std::move(hook)); }
+  /** Called after each such forward with its output. */
+  void register_forward_hook(std::function<void(Module&, const Tensor& output)> hook) { post_hooks_.push_back(std::move(hook)); }
   /** Type name for messages and printing ("Linear"); by default the class's own name, without
    *  its namespaces, so a custom module need not write one. */
   virtual std::string name() const;
@@ -80,6 +97,8 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::vector<std::function<void(Module&)>> pre_hooks_;
+  std::vector<std::function<void(Module&, const Tensor&)>> post_hooks_;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

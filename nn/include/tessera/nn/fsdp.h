@@ -1,0 +1,101 @@
+#pragma once
+// Fully sharded data parallelism (ZeRO stage 3, as PyTorch's FSDP and DeepSpeed's ZeRO-3): each
+// rank keeps 1/world of every parameter, of its gradient and of the optimizer state. A unit's
+// parameters (a GPT block's) are all-gathered just before its forward and again before its
+// backward -- the next unit's gather issued early -- and freed after each; gradients are
+// reduce-scattered unit by unit while backward runs, so a rank never holds more than a couple of
+// units' full parameters and gradients besides its shards.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tessera/dist.h"
+#include "tessera/nn/module.h"
+#include "tessera/nn/optim.h"
+
+namespace tessera::nn {
+
+struct FsdpOptions {
+  /** mean: the ranks' gradients averaged (as DDP); sum: added (losses scaled by local / global batch). */
+  dist::ReduceOp reduce = dist::ReduceOp::mean;
+  /** Issue the next unit's all-gather when a unit starts (its forward, or its backward). */
+  bool prefetch = true;
+  /** Broadcast rank 0's parameters and buffers at construction. */
+  bool broadcast_parameters = true;
+};
+
+/** What the sharded step did since the last reset_stats() (for tests and logs). */
+struct FsdpStats {
+  int64_t all_gathers = 0;          ///< unit gathers issued (each unit twice a step: forward and backward)
+  int64_t prefetched = 0;           ///< of those, issued ahead of the unit's start
+  int64_t reduce_scatters = 0;      ///< unit gradient reductions
+  int64_t peak_gathered_units = 0;  ///< most units (the root among them) holding full parameters at once
+};
+
+/**
+ * Wraps `module` for fully sharded training over `group`. `units` are sub-modules gathered one at
+ * a time (a GPT's blocks); they must be called through Module::operator() or Module::call (the
+ * containers and GPT do), whose hooks gather and free them. Every other parameter forms the root
+ * unit, gathered for the whole step. Each unit's parameters (one dtype and device) are flattened,
+ * padded to a multiple of the world size and split; the module's parameter tensors stay the same
+ * objects (now views into the unit's gathered buffer, whose memory is released between uses), so
+ * move the module to its device before wrapping it, and build the optimizer on parameters().
+ *
+ * A step: forward(x), the loss's backward, finish_gradient_sync(), the optimizer's step on the
+ * shards. Gradient accumulation: several forward/backward pairs before one finish (each backward
+ * reduce-scatters what it produced; the shards' gradients add up).
+ */
+class FullyShardedDataParallel {
+ public:
+  FullyShardedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group, std::vector<std::shared_ptr<Module>> units,
+                           FsdpOptions options = {});
+  ~FullyShardedDataParallel();
+  FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
+  FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
+
+  /** Gathers the root unit and runs the module (the units gather themselves). */
+  Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  Module& module() { return *module_; }
+
+  /** This rank's shards, one flat tensor per unit (the root's first): what the optimizer steps. */
+  std::vector<Tensor> parameters() const;
+  /** Reduces what no backward reduced yet (parameters that got no gradient count as zeros), waits
+   *  for every reduce-scatter, and frees every gathered unit. A collective: call it after backward. */
+  void finish_gradient_sync();
+  /** The global gradient norm over every rank's shards, clipped to `max_norm` (a collective). */
+  double clip_grad_norm_(double max_norm);
+
+  /** The whole module's parameters and buffers, gathered (a collective; the same on every rank). */
+  StateDict full_state_dict();
+  /** Loads a whole-module state dict (from any world size, or a model trained without sharding):
+   *  each rank keeps its slices. */
+  void load_full_state_dict(const StateDict& state);
+  /**
+   * `optimizer` (built on parameters()) with its state gathered and split back per parameter:
+   * exactly the state_dict() of the same optimizer built on module().parameters() of an unsharded
+   * model, so a checkpoint loads under any world size or without sharding. A collective.
+   */
+  StateDict optimizer_state_dict(const Optimizer& optimizer);
+  /** The inverse: loads a per-parameter optimizer state (from any world size or mode). */
+  void load_optimizer_state_dict(Optimizer& optimizer, const StateDict& state);
+
+  int rank() const;
+  int world_size() const;
+  int64_t unit_count() const;
+  /** The mean of `value` over the ranks (a collective). */
+  double mean_over_ranks(double value);
+  /** True on every rank when `flag` is true on any (a collective). */
+  bool any_rank(bool flag);
+  void barrier();
+  const FsdpStats& stats() const;
+  void reset_stats();
+
+  struct State;
+
+ private:
+  std::shared_ptr<Module> module_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,13 @@
+#pragma once
+// What dist_test's check files share: failures are counted per rank and reported at the end.
+#include <string>
+
+#include "tessera/dist.h"
+#include "tessera/tessera.h"
+
+extern int g_rank;
+void expect(bool ok, const std::string& what);
+double max_abs_diff(const tessera::Tensor& a, const tessera::Tensor& b);
+
+void check_fsdp(tessera::dist::ProcessGroup& pg, tessera::Device dev);
+void check_fsdp_memory(tessera::dist::ProcessGroup& pg, tessera::Device dev);

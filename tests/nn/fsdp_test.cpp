@@ -1,0 +1,157 @@
+// The pieces fully sharded training stands on, in one process: releasable storage, the
+// post-accumulate gradient hook, module forward hooks, and nn::FullyShardedDataParallel over a
+// one-rank group (every gather, free and reduce-scatter runs; the ranks' sharing is
+// tests/dist/fsdp_checks.cpp under mpirun).
+#include "support/checks.h"
+#include "tessera/nn/fsdp.h"
+#include "tessera/nn/language_model.h"
+#include "tessera/nn/layers.h"
+#include "tessera/nn/optim.h"
+
+using namespace tessera;
+using namespace tessera::test;
+using namespace tessera::nn;
+
+namespace {
+
+struct Done final : dist::Work {
+  void wait() override {}
+  bool test() override { return true; }
+};
+
+// World size 1: every collective is a copy (or nothing), done at once.
+class SoloGroup final : public dist::ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  std::string backend() const override { return "solo"; }
+  std::unique_ptr<dist::Work> all_reduce(Tensor, dist::ReduceOp) override { return std::make_unique<Done>(); }
+  std::unique_ptr<dist::Work> broadcast(Tensor, int) override { return std::make_unique<Done>(); }
+  std::unique_ptr<dist::Work> all_gather(Tensor out, const Tensor& in) override {
+    ++gathers;
+    out.copy_(in);
+    return std::make_unique<Done>();
+  }
+  std::unique_ptr<dist::Work> reduce_scatter(Tensor out, const Tensor& in, dist::ReduceOp) override {
+    out.copy_(in);
+    return std::make_unique<Done>();
+  }
+  void barrier() override {}
+  int gathers = 0;
+};
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  return amax(abs(sub(a.to(kCPU, DType::f64), b.to(kCPU, DType::f64)))).item<double>();
+}
+Tensor lm_loss(const Tensor& logits, const Tensor& target) {
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}));
+}
+
+}  // namespace
+
+TEST_CASE("a released storage refuses reads and comes back on materialize") {
+  Tensor t = full({4}, 2.0, DType::f32, device());
+  const Tensor view = t.narrow(0, 1, 2);
+  const int64_t before = memory_stats(device()).in_use_bytes;
+  t.storage()->release();
+  CHECK(t.storage()->released());
+  CHECK(memory_stats(device()).in_use_bytes < before);
+  CHECK_THROWS_WITH_AS((void)add(view, 1.0), doctest::Contains("was released"), Error);
+  t.storage()->materialize();
+  t.fill_(3.0);
+  CHECK(view.to(kCPU).data<float>()[0] == 3.0f);
+  float outside[4] = {};
+  Storage wrapped(kCPU, outside, sizeof outside, nullptr);
+  CHECK_THROWS_WITH_AS(wrapped.release(), doctest::Contains("only storage allocated by Tessera"), Error);
+}
+
+TEST_CASE("the post-accumulate hook sees the gradient already in .grad()") {
+  Tensor w = ones({3}, DType::f32, device()).set_requires_grad();
+  std::vector<double> seen;
+  w.register_post_accumulate_grad_hook([&](const Tensor& p) { seen.push_back(p.grad().sum().item<double>()); });
+  mul(w, 2.0).sum().backward();
+  mul(w, 3.0).sum().backward();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] == 6.0);
+  CHECK(seen[1] == 15.0);  // accumulated: 2 + 3 per element
+  const Tensor not_leaf = mul(w, 2.0);
+  CHECK_THROWS_WITH_AS(not_leaf.register_post_accumulate_grad_hook([](const Tensor&) {}), doctest::Contains("leaf"), Error);
+}
+
+TEST_CASE("forward hooks run around calls through operator() and call()") {
+  auto inner = std::make_shared<Linear>(2, 2);
+  Sequential seq({inner, std::make_shared<Tanh>()});
+  std::vector<std::string> log;
+  inner->register_forward_pre_hook([&](Module& m) { log.push_back("pre " + m.name()); });
+  inner->register_forward_hook([&](Module&, const Tensor& out) { log.push_back("post " + shape_str(out.shape())); });
+  (void)seq(ones({3, 2}));
+  CHECK(log == std::vector<std::string>{"pre Linear", "post [3, 2]"});
+  (void)inner->call([&] { return inner->forward(ones({1, 2})); });
+  CHECK(log.size() == 4);
+}
+
+TEST_CASE("a GPT fully sharded over one rank trains exactly as the plain GPT") {
+  const GPTConfig cfg{11, 6, 2, 2, 8, 0.0};
+  manual_seed(4);
+  auto plain = std::make_shared<GPT>(cfg, Placement{DType::f32, device()});
+  manual_seed(4);
+  auto sharded = std::make_shared<GPT>(cfg, Placement{DType::f32, device()});
+  SoloGroup group;
+  FullyShardedDataParallel fsdp(sharded, group, {sharded->blocks.begin(), sharded->blocks.end()});
+  CHECK(fsdp.unit_count() == 3);
+  CHECK(fsdp.parameters().size() == 3);
+  const int64_t in_blocks = sharded->blocks[0]->num_parameters() + sharded->blocks[1]->num_parameters();
+  CHECK(fsdp.parameters()[1].numel() + fsdp.parameters()[2].numel() == in_blocks);
+  OptimOptions o;
+  o.lr = 1e-2;
+  Adam plain_opt(plain->parameters(), o), opt(fsdp.parameters(), o);
+  manual_seed(8);
+  const Tensor tokens = randint(0, cfg.vocab, {3, cfg.context + 1}, DType::i64, device());
+  const Tensor x = tokens.narrow(1, 0, cfg.context).contiguous(), y = tokens.narrow(1, 1, cfg.context).contiguous();
+  for (int step = 0; step < 5; ++step) {
+    plain_opt.zero_grad(), opt.zero_grad();
+    const Tensor want = lm_loss(plain->forward(x), y);
+    want.backward();
+    plain_opt.step();
+    const Tensor got = lm_loss(fsdp.forward(x), y);
+    got.backward();
+    fsdp.finish_gradient_sync();
+    opt.step();
+    CHECK(got.item<double>() == want.item<double>());
+  }
+  // Every gather is issued for a reason: the root once a step, each block before its forward and backward.
+  CHECK(fsdp.stats().all_gathers == 5 * (1 + 2 * 2));
+  CHECK(fsdp.stats().reduce_scatters == 5 * 3);
+  const StateDict full = fsdp.full_state_dict();
+  for (const auto& [name, t] : plain->state_dict()) CHECK_MESSAGE(max_abs_diff(t, full.at(name)) == 0.0, name);
+  // The gathered optimizer state is the plain Adam's, key for key.
+  const StateDict state = fsdp.optimizer_state_dict(opt), want_state = plain_opt.state_dict();
+  CHECK(state.size() == want_state.size());
+  for (const auto& [key, t] : want_state) CHECK_MESSAGE(max_abs_diff(t, state.at(key)) == 0.0, key);
+  // Outside a step the weights are released: the bare model refuses to run.
+  CHECK_THROWS_WITH_AS((void)sharded->forward(x), doctest::Contains("was released"), Error);
+  // Evaluation without gradients gathers and frees too.
+  {
+    NoGradGuard no_grad;
+    CHECK(max_abs_diff(fsdp.forward(x), plain->forward(x)) == 0.0);
+  }
+  fsdp.finish_gradient_sync();
+  // Loading a whole state dict (here: the plain model's after one more step) reshards it.
+  plain_opt.zero_grad();
+  lm_loss(plain->forward(x), y).backward();
+  plain_opt.step();
+  fsdp.load_full_state_dict(plain->state_dict());
+  NoGradGuard no_grad;
+  CHECK(max_abs_diff(fsdp.forward(x), plain->forward(x)) == 0.0);
+}
+
+TEST_CASE("fully sharded units are checked") {
+  const GPTConfig cfg{5, 4, 1, 1, 4, 0.0};
+  auto gpt = std::make_shared<GPT>(cfg, Placement{DType::f32, device()});
+  auto stranger = std::make_shared<Linear>(2, 2);
+  SoloGroup group;
+  CHECK_THROWS_WITH_AS(FullyShardedDataParallel(gpt, group, {stranger}), doctest::Contains("not parameters of the wrapped module"), Error);
+  CHECK_THROWS_WITH_AS(FullyShardedDataParallel(gpt, group, {gpt->blocks[0], gpt->blocks[0]->qkv}), doctest::Contains("must not overlap"),
+                       Error);
+}
