@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "batch_auto.h"
@@ -19,6 +20,7 @@
 #include "train_tasks.h"
 #include "tessera/dist.h"
 #include "tessera/nn/ddp.h"
+#include "tessera/nn/fsdp.h"
 #include "tessera/nn/language_model.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/trainer.h"
@@ -73,7 +75,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     validate_train_args(a);  // the settings taken from the file meet the command line's rules
   }
   std::shared_ptr<dist::ProcessGroup> group;
-  if (a.distributed) {
+  if (a.distributed || a.zero == 3) {
     group = dist::init_process_group();
     TESSERA_CHECK(a.batch_size % group->world_size() == 0, "train", "--batch-size ", a.batch_size,
                   " (the global batch) must divide by the ", group->world_size(), " ranks");
@@ -110,18 +112,37 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   }
   manual_seed(static_cast<uint64_t>(a.seed));  // after the search, which draws from the generator
   std::shared_ptr<nn::Module> model = task.make_model();
-  auto optimizer = make_optimizer(*model);
+  std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<nn::DistributedDataParallel> ddp;
-  if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
+  std::unique_ptr<nn::FullyShardedDataParallel> fsdp;
+  if (a.zero == 3) {  // the optimizer steps the shards, in the groups the unsharded model would have
+    nn::FsdpOptions fo;
+    fo.param_groups = task.parameter_groups ? dynamic_cast<nn::LanguageModel&>(*model).param_groups(opts)
+                                            : std::vector<nn::ParamGroup>{nn::ParamGroup{model->parameters(), opts}};
+    fsdp = std::make_unique<nn::FullyShardedDataParallel>(model, *group, nn::default_fsdp_units(*model), std::move(fo));
+    optimizer = nn::make_optimizer(a.optimizer, fsdp->param_groups());
+  } else {
+    optimizer = make_optimizer(*model);
+    if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
+  }
   auto [train, test] = task.make_data(a.batch_size / run.world);
   const int64_t total_steps = task.total_steps > 0 ? task.total_steps : a.epochs * task.steps_of_epoch(*train);
   const std::unique_ptr<nn::Scheduler> scheduler = make_scheduler(a, *optimizer, total_steps, task.min_lr_factor);
   const nlohmann::json config = nlohmann::json::parse(train_config_json(a));
   if (!a.quiet) {
     std::printf("%s\n", task.describe(*model, a).c_str());
-    if (group)
+    if (fsdp) {
+      int64_t shard = 0;
+      for (const Tensor& t : fsdp->parameters()) shard += t.numel();
+      std::printf(
+          "fully sharded (ZeRO-3): %d ranks over %s, batch %lld per rank; %lld units gathered one at a time, %lld of %lld "
+          "parameters (and their gradients and optimizer state) held per rank\n",
+          run.world, group->backend().c_str(), static_cast<long long>(a.batch_size / run.world),
+          static_cast<long long>(fsdp->unit_count() - 1), static_cast<long long>(shard), static_cast<long long>(model->num_parameters()));
+    } else if (group) {
       std::printf("data parallel: %d ranks over %s, batch %lld per rank\n", run.world, group->backend().c_str(),
                   static_cast<long long>(a.batch_size / run.world));
+    }
     if (a.graph && !DeviceGraph::supported(device))
       std::printf("--graph: %s cannot capture graphs; running eagerly\n", device.str().c_str());
     std::fflush(stdout);
@@ -142,6 +163,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   to.reset_optimizer = a.reset_optimizer;
   to.resume_lr = a.lr;
   to.ddp = ddp.get();
+  to.fsdp = fsdp.get();
   // f16 gradients underflow without loss scaling; bf16 has f32's exponent range and needs none.
   nn::GradScaler scaler(nn::GradScalerOptions{.enabled = precision == DType::f16});
   if (scaler.enabled()) to.scaler = &scaler;
@@ -168,8 +190,11 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   const nn::EvalStats final_eval = history.empty() ? trainer.evaluate(*test) : history.back().test;
   double throughput = 0;
   for (const auto& h : history) throughput += h.samples_per_second / static_cast<double>(history.size());
+  // The export reads the bare model: every rank gathers the shards first (a collective).
+  std::optional<nn::FullyShardedDataParallel::FullParams> gathered;
+  if (fsdp && !a.export_onnx.empty()) gathered.emplace(fsdp->summon_full_params());
   if (run.rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
-  if (group) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", run.world);
+  if (ddp) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", run.world);
   if (!a.export_onnx.empty()) task.export_check(*model, *test, a);
   task.print_result(final_eval, seconds, throughput, a, run.world);
   if (!a.json.empty()) {

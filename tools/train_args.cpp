@@ -89,6 +89,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--distributed", a.distributed,
                "Data parallel under mpirun: each rank trains on its shard, --batch is the global batch, gradients are "
                "all-reduced (DistributedDataParallel); rank 0 logs and writes checkpoints");
+  cmd.add_option("--zero", a.zero,
+                 "3: fully sharded data parallel under mpirun (ZeRO-3: each rank holds 1/world of the parameters, gradients and "
+                 "optimizer state; a gpt's blocks, or an mlp/cnn's layers, are gathered one at a time); 0: off")
+      ->check(CLI::Range(0, 3));
   cmd.add_option("--local-rank", a.local_rank, "Device index of this rank with --distributed (default: its MPI local rank)")
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--on-nonfinite", a.on_nonfinite, "NaN/Inf loss or gradient: stop (error naming the step) or skip the step")
@@ -157,10 +161,22 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
     for (const Only& o : only) {
       TESSERA_CHECK(!explicit_flag(o.flag) || o.for_lm == lm, "train", o.flag, " does not apply to --model ", a.model, ": ", o.instead);
     }
-    TESSERA_CHECK(!explicit_flag("--local-rank") || a.distributed, "train", "--local-rank needs --distributed (it picks a rank's device)");
+    TESSERA_CHECK(!explicit_flag("--local-rank") || a.distributed || a.zero == 3, "train",
+                  "--local-rank needs --distributed or --zero 3 (it picks a rank's device)");
     for (const char* flag : {"--heads", "--dropout"}) {
       TESSERA_CHECK(a.model != "lstm" || !explicit_flag(flag), "train", flag, " does not apply to --model lstm: only the gpt has it");
     }
+  }
+  if (a.zero != 0) {
+    TESSERA_CHECK(a.zero == 3, "train", "--zero ", a.zero,
+                  ": train offers stage 3 (fully sharded: parameters, gradients and optimizer state); "
+                  "stage 1 is nn::ZeroRedundancyOptimizer in the library");
+    TESSERA_CHECK(!a.graph, "train",
+                  "--zero 3 with --graph: the per-layer gathers and reduce-scatters are not captured; drop one of the two");
+    TESSERA_CHECK(a.precision != "f16", "train",
+                  "--zero 3 with --precision f16: loss scaling would decide on each rank's shards alone whether to skip a step; use bf16");
+    TESSERA_CHECK(a.batch_size != kAutoBatch, "train",
+                  "--zero 3 with --batch-size auto: the search measures an unsharded copy of the model; give the batch size");
   }
   // --graph captures one forward and backward and replays it: what cannot be replayed is refused here.
   if (a.graph) {

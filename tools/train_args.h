@@ -31,6 +31,7 @@ struct TrainArgs {
   std::string check_against;   ///< "cpu": the CPU cross-check (set_check_against_cpu)
   bool distributed = false;  ///< data parallel over the MPI process group (run under mpirun)
   int local_rank = -1;       ///< device index per rank (default: the MPI local rank)
+  int zero = 0;              ///< 3: fully sharded data parallel (nn::FullyShardedDataParallel) under mpirun
   int64_t grad_accumulation = 1;  ///< batches per optimizer step
   int64_t warmup = 100;           ///< linear warm-up steps before the cosine decay (image models: 0 unless given)
   double clip_norm = 1.0;         ///< global gradient-norm clip (image models: 0 = off unless given)

@@ -11,9 +11,9 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, int6
   TESSERA_CHECK(parts.model != nullptr, "save_checkpoint", "no model given for '", path, "'");
   TESSERA_CHECK(epoch >= 0, "save_checkpoint", "epoch must be >= 0, got ", epoch);
   StateDict tensors;
-  for (auto& [k, t] : parts.model->state_dict()) tensors["model." + k] = t;
+  for (auto& [k, t] : parts.model_state ? parts.model_state() : parts.model->state_dict()) tensors["model." + k] = t;
   if (parts.optimizer) {
-    for (auto& [k, t] : parts.optimizer->state_dict()) tensors["optimizer." + k] = t;
+    for (auto& [k, t] : parts.optimizer_state ? parts.optimizer_state() : parts.optimizer->state_dict()) tensors["optimizer." + k] = t;
   }
   // Never replace a good checkpoint with a poisoned one. One sync per device in the common
   // case; tensor by tensor only to name the culprit.
@@ -92,8 +92,10 @@ CheckpointInfo load_checkpoint(const std::string& path, const CheckpointParts& p
   const auto params = parts.model->parameters();
   const Device device = params.empty() ? kCPU : params.front().device();
   for (auto& [k, t] : model_state) t = t.to(device);
-  parts.model->load_state_dict(model_state);
-  if (optimizer) optimizer->load_state_dict(optim_state);
+  if (parts.load_model_state) parts.load_model_state(model_state);
+  else parts.model->load_state_dict(model_state);
+  if (optimizer && parts.load_optimizer_state) parts.load_optimizer_state(optim_state);
+  else if (optimizer) optimizer->load_state_dict(optim_state);
   if (parts.scheduler) parts.scheduler->set_step(static_cast<int64_t>(scheduler_step));
   if (parts.scaler) {
     std::map<std::string, std::string> scaler_state;

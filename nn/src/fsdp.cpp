@@ -5,11 +5,14 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <string>
 
 #include "tessera/autograd.h"
 #include "tessera/error.h"
+#include "tessera/nn/language_model.h"
+#include "tessera/nn/layers.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/reduction.h"
@@ -18,12 +21,13 @@
 namespace tessera::nn {
 
 namespace {
-// A unit: parameters gathered and freed together. Its parameter tensors are views into `full`
-// (world * shard elements, zero-padded past numel), whose storage holds memory only while the
-// unit is gathered; `local` is this rank's slice, the tensor the optimizer steps.
-struct Unit {
+// One unit's parameters of one optimizer group, gathered and freed together. Its parameter
+// tensors are views into `full` (world * shard elements, zero-padded past numel), whose storage
+// holds memory only while gathered; `local` is this rank's slice, the tensor the optimizer steps.
+struct Flat {
+  size_t unit = 0, group = 0;
   std::vector<Tensor> params;
-  std::vector<size_t> index;     // each parameter's position in module.parameters()
+  std::vector<size_t> index;     // each parameter's position in its group of the unsharded model
   std::vector<int64_t> offsets;  // each parameter's first element in `full`
   std::vector<bool> got;         // a gradient arrived since the last reduce-scatter
   int64_t numel = 0, shard = 0;
@@ -33,8 +37,8 @@ struct Unit {
 };
 
 struct PendingReduce {
-  size_t unit;
-  Tensor flat, out;
+  size_t flat;
+  Tensor grads, out;
   std::unique_ptr<dist::Work> work;
 };
 
@@ -48,38 +52,56 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
 struct FullyShardedDataParallel::State {
   dist::ProcessGroup& group;
   FsdpOptions options;
-  std::vector<Unit> units;                // [0]: the root (every parameter outside the given units)
+  std::vector<Flat> flats;                    // by unit (the root, 0, first), then group
+  std::vector<std::vector<size_t>> of_unit;   // unit -> its flats
+  std::vector<std::vector<size_t>> of_group;  // optimizer group -> its flats (the optimizer's order)
+  std::vector<OptimOptions> group_options;
   std::vector<size_t> order, last_order;  // units in the order this (the last) forward ran them
   std::deque<PendingReduce> reduces;
   FsdpStats stats;
+  int pinned = 0;  // live summon_full_params() guards: nothing is released meanwhile
 
-  State(dist::ProcessGroup& g, FsdpOptions o) : group(g), options(o) {}
+  State(dist::ProcessGroup& g, FsdpOptions o) : group(g), options(std::move(o)) {}
 
   void count_gathered() {
-    const auto n = std::count_if(units.begin(), units.end(), [](const Unit& u) { return u.gathered || u.gather; });
-    stats.peak_gathered_units = std::max<int64_t>(stats.peak_gathered_units, n);
+    int64_t n = 0;
+    for (const auto& fs : of_unit) {
+      n += std::any_of(fs.begin(), fs.end(), [&](size_t f) { return flats[f].gathered || flats[f].gather; }) ? 1 : 0;
+    }
+    stats.peak_gathered_units = std::max(stats.peak_gathered_units, n);
+  }
+  bool issue_flat(size_t f) {
+    Flat& flat = flats[f];
+    if (flat.gathered || flat.gather) return false;
+    flat.full.storage()->materialize();
+    flat.gather = group.all_gather(flat.full, flat.local.detach());
+    return true;
   }
   void issue(size_t u, bool ahead) {
-    Unit& unit = units[u];
-    if (unit.gathered || unit.gather || unit.numel == 0) return;
-    unit.full.storage()->materialize();
-    unit.gather = group.all_gather(unit.full, unit.local.detach());
+    bool any = false;
+    for (size_t f : of_unit[u]) any = issue_flat(f) || any;
+    if (!any) return;
     ++stats.all_gathers;
     if (ahead) ++stats.prefetched;
     count_gathered();
   }
   void gather(size_t u) {
-    Unit& unit = units[u];
-    if (unit.numel == 0) return;
     issue(u, false);
-    if (unit.gather) unit.gather->wait(), unit.gather.reset();
-    unit.gathered = true;
+    for (size_t f : of_unit[u]) {
+      Flat& flat = flats[f];
+      if (flat.gather) flat.gather->wait(), flat.gather.reset();
+      flat.gathered = true;
+    }
+  }
+  void release_flat(size_t f) {
+    Flat& flat = flats[f];
+    if (flat.gather) flat.gather->wait(), flat.gather.reset();
+    if (pinned > 0) return;
+    flat.full.storage()->release();
+    flat.gathered = false;
   }
   void release(size_t u) {
-    Unit& unit = units[u];
-    if (unit.gather) unit.gather->wait(), unit.gather.reset();
-    if (unit.numel > 0) unit.full.storage()->release();
-    unit.gathered = false;
+    for (size_t f : of_unit[u]) release_flat(f);
   }
   // The unit whose forward ran just before (step -1) or after (+1) `u` in `in`.
   void prefetch_neighbour(const std::vector<size_t>& in, size_t u, int step) {
@@ -92,118 +114,148 @@ struct FullyShardedDataParallel::State {
 
   void complete(PendingReduce& r) {
     r.work->wait();
-    Unit& unit = units[r.unit];
-    const Tensor old = unit.local.grad();
-    unit.local.set_grad(old.defined() ? add(old, r.out) : r.out);
+    Flat& flat = flats[r.flat];
+    const Tensor old = flat.local.grad();
+    flat.local.set_grad(old.defined() ? add(old, r.out) : r.out);
   }
-  // The unit's gradients (zeros where none arrived) flattened and reduce-scattered; the full
-  // gradients and, for a block, the gathered parameters are freed: every node that read them has
-  // run once each parameter's gradient is accumulated.
-  void reduce(size_t u) {
+  // The flat's gradients (zeros where none arrived) reduce-scattered; the full gradients and, for
+  // a block, the gathered parameters are freed: every node that read them has run once each
+  // parameter's gradient is accumulated (a parameter's accumulator waits for all its readers).
+  void reduce(size_t f) {
     NoGradGuard no_grad;
-    Unit& unit = units[u];
+    Flat& flat = flats[f];
     std::vector<Tensor> parts;
-    for (const Tensor& p : unit.params) {
+    for (const Tensor& p : flat.params) {
       parts.push_back((p.grad().defined() ? p.grad() : zeros(p.shape(), p.dtype(), p.device())).reshape({-1}));
       p.set_grad(Tensor());
     }
-    const int64_t world = group.world_size();
-    if (unit.shard * world > unit.numel) parts.push_back(zeros({unit.shard * world - unit.numel}, unit.local.dtype(), unit.local.device()));
-    PendingReduce r{u, cat(parts, 0), empty({unit.shard}, unit.local.dtype(), unit.local.device()), nullptr};
-    r.work = group.reduce_scatter(r.out, r.flat, options.reduce);
+    const int64_t padded = flat.shard * group.world_size();
+    if (padded > flat.numel) parts.push_back(zeros({padded - flat.numel}, flat.local.dtype(), flat.local.device()));
+    PendingReduce r{f, cat(parts, 0), empty({flat.shard}, flat.local.dtype(), flat.local.device()), nullptr};
+    r.work = group.reduce_scatter(r.out, r.grads, options.reduce);
     ++stats.reduce_scatters;
     reduces.push_back(std::move(r));
-    while (reduces.size() > 1) complete(reduces.front()), reduces.pop_front();  // at most two units' gradients in flight
-    std::fill(unit.got.begin(), unit.got.end(), false);
-    if (u != 0) release(u);
+    while (reduces.size() > 1) complete(reduces.front()), reduces.pop_front();  // one flat's full gradients in flight
+    std::fill(flat.got.begin(), flat.got.end(), false);
+    if (flat.unit != 0) release_flat(f);
   }
-  void grad_ready(size_t u, size_t k) {
-    Unit& unit = units[u];
-    unit.got[k] = true;
-    if (std::all_of(unit.got.begin(), unit.got.end(), [](bool g) { return g; })) reduce(u);
+  void grad_ready(size_t f, size_t k) {
+    Flat& flat = flats[f];
+    flat.got[k] = true;
+    if (std::all_of(flat.got.begin(), flat.got.end(), [](bool g) { return g; })) reduce(f);
   }
   void backward_begin(size_t u) {
     gather(u);
     prefetch_neighbour(order, u, -1);
   }
+  void build(Module& module, const std::vector<std::shared_ptr<Module>>& units);
+  void register_hooks(const std::shared_ptr<State>& self, const std::vector<std::shared_ptr<Module>>& units);
 };
 
-FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group,
-                                                   std::vector<std::shared_ptr<Module>> units, FsdpOptions options)
-    : module_(std::move(module)), state_(std::make_shared<State>(group, options)) {
-  TESSERA_CHECK(module_ != nullptr, "FullyShardedDataParallel", "no module");
-  State& s = *state_;
-  const std::vector<Tensor> all = module_->parameters();
-  TESSERA_CHECK(!all.empty(), "FullyShardedDataParallel", "the module has no parameters");
-  if (options.broadcast_parameters) {
-    NoGradGuard no_grad;
-    std::vector<std::unique_ptr<dist::Work>> works;
-    for (const Tensor& p : all) works.push_back(group.broadcast(p.detach(), 0));
-    for (const auto& [name, b] : module_->named_buffers()) works.push_back(group.broadcast(b.detach(), 0));
-    for (auto& w : works) w->wait();
-  }
-  // Each parameter to its unit (the root: 0), by tensor identity; tied parameters count once.
-  std::map<const TensorImpl*, size_t> owner;
-  s.units.resize(units.size() + 1);
+// Each parameter to its unit (by tensor identity; tied parameters count once) and its optimizer
+// group; one flat per (unit, group) with parameters, the parameters re-pointed into it in place.
+void FullyShardedDataParallel::State::build(Module& module, const std::vector<std::shared_ptr<Module>>& units) {
+  const std::vector<Tensor> all = module.parameters();
+  std::map<const TensorImpl*, size_t> unit_of;
   for (size_t u = 0; u < units.size(); ++u) {
     TESSERA_CHECK(units[u] != nullptr, "FullyShardedDataParallel", "unit ", u, " is null");
     for (const Tensor& p : units[u]->parameters()) {
-      const auto [it, fresh] = owner.emplace(p.impl_ptr().get(), u + 1);
+      const auto [it, fresh] = unit_of.emplace(p.impl_ptr().get(), u + 1);
       TESSERA_CHECK(fresh || it->second == u + 1, "FullyShardedDataParallel", "a parameter of shape ", shape_str(p.shape()),
                     " belongs to units ", it->second - 1, " and ", u, " (units must not overlap)");
     }
   }
-  std::map<const TensorImpl*, bool> placed;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const TensorImpl* key = all[i].impl_ptr().get();
-    if (placed[key]) continue;
-    placed[key] = true;
-    const auto it = owner.find(key);
-    Unit& unit = s.units[it == owner.end() ? 0 : it->second];
-    unit.params.push_back(all[i]);
-    unit.index.push_back(i);
+  std::map<const TensorImpl*, std::pair<size_t, size_t>> group_of;  // -> (group, position in it)
+  if (options.param_groups.empty()) {
+    group_options.push_back(OptimOptions{});
+    for (size_t i = 0; i < all.size(); ++i) group_of.emplace(all[i].impl_ptr().get(), std::make_pair(size_t{0}, i));
+  } else {
+    for (size_t g = 0; g < options.param_groups.size(); ++g) {
+      group_options.push_back(options.param_groups[g].options);
+      const auto& ps = options.param_groups[g].params;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        TESSERA_CHECK(group_of.emplace(ps[i].impl_ptr().get(), std::make_pair(g, i)).second, "FullyShardedDataParallel",
+                      "a parameter of shape ", shape_str(ps[i].shape()), " is in two parameter groups");
+      }
+    }
   }
-  TESSERA_CHECK(placed.size() == owner.size() + s.units[0].params.size(), "FullyShardedDataParallel",
-                "a unit's parameters are not parameters of the wrapped module (pass sub-modules of it)");
+  std::map<const TensorImpl*, bool> seen;
+  std::map<std::pair<size_t, size_t>, size_t> flat_of;  // (unit, group) -> flat
+  for (const Tensor& p : all) {
+    if (seen[p.impl_ptr().get()]) continue;
+    seen[p.impl_ptr().get()] = true;
+    const auto git = group_of.find(p.impl_ptr().get());
+    TESSERA_CHECK(git != group_of.end(), "FullyShardedDataParallel", "a parameter of shape ", shape_str(p.shape()),
+                  " is in none of FsdpOptions::param_groups");
+    const auto uit = unit_of.find(p.impl_ptr().get());
+    const size_t u = uit == unit_of.end() ? 0 : uit->second;
+    const auto [fit, fresh] = flat_of.emplace(std::make_pair(u, git->second.first), flats.size());
+    if (fresh) flats.emplace_back(), flats.back().unit = u, flats.back().group = git->second.first;
+    Flat& flat = flats[fit->second];
+    flat.params.push_back(p);
+    flat.index.push_back(git->second.second);
+  }
+  TESSERA_CHECK(
+      seen.size() >= unit_of.size() &&
+          [&] {
+            for (const auto& [impl, u] : unit_of) {
+              if (!seen.count(impl)) return false;
+            }
+            return true;
+          }(),
+      "FullyShardedDataParallel", "a unit's parameters are not parameters of the wrapped module (pass sub-modules of it)");
+  TESSERA_CHECK(seen.size() == group_of.size(), "FullyShardedDataParallel",
+                "FsdpOptions::param_groups holds parameters the wrapped module does not have");
+  // Flats by unit, then group: the order of parameters(), the same on every rank.
+  std::stable_sort(flats.begin(), flats.end(),
+                   [](const Flat& a, const Flat& b) { return std::tie(a.unit, a.group) < std::tie(b.unit, b.group); });
+  of_unit.assign(units.size() + 1, {});
+  of_group.assign(group_options.size(), {});
   NoGradGuard no_grad;
   const int64_t world = group.world_size();
-  for (size_t u = 0; u < s.units.size(); ++u) {
-    Unit& unit = s.units[u];
+  for (size_t f = 0; f < flats.size(); ++f) {
+    Flat& flat = flats[f];
+    of_unit[flat.unit].push_back(f);
+    of_group[flat.group].push_back(f);
     std::vector<Tensor> parts;
-    for (const Tensor& p : unit.params) {
-      TESSERA_CHECK(p.dtype() == unit.params.front().dtype() && p.device() == unit.params.front().device(), "FullyShardedDataParallel",
-                    "unit ", static_cast<int64_t>(u) - 1, " mixes ", p.dtype(), " on ", p.device().str(), " with ",
-                    unit.params.front().dtype(), " on ", unit.params.front().device().str(), " (one dtype and device per unit)");
+    const Tensor& first = flat.params.front();
+    for (const Tensor& p : flat.params) {
+      TESSERA_CHECK(p.dtype() == first.dtype() && p.device() == first.device(), "FullyShardedDataParallel", "unit ",
+                    static_cast<int64_t>(flat.unit) - 1, " mixes ", p.dtype(), " on ", p.device().str(), " with ", first.dtype(), " on ",
+                    first.device().str(), " in one parameter group (one dtype and device per unit and group)");
       TESSERA_CHECK(is_floating(p.dtype()), "FullyShardedDataParallel", "expected floating parameters, got ", p.dtype());
-      unit.offsets.push_back(unit.numel);
-      unit.numel += p.numel();
+      flat.offsets.push_back(flat.numel);
+      flat.numel += p.numel();
       parts.push_back(p.detach().contiguous().reshape({-1}));
     }
-    unit.got.assign(unit.params.size(), false);
-    if (unit.numel == 0) continue;
-    unit.shard = (unit.numel + world - 1) / world;
-    const Tensor& first = unit.params.front();
-    if (unit.shard * world > unit.numel) parts.push_back(zeros({unit.shard * world - unit.numel}, first.dtype(), first.device()));
-    unit.full = cat(parts, 0);
-    unit.local = unit.full.narrow(0, unit.shard * group.rank(), unit.shard).clone().set_requires_grad();
-    // The parameters become views of `full`, in place (the same tensor objects the module reads).
-    for (size_t k = 0; k < unit.params.size(); ++k) {
-      TensorImpl& impl = *unit.params[k].impl_ptr();
-      impl.storage = unit.full.storage();
-      impl.offset = unit.offsets[k];
+    flat.got.assign(flat.params.size(), false);
+    flat.shard = (flat.numel + world - 1) / world;
+    if (flat.shard * world > flat.numel) parts.push_back(zeros({flat.shard * world - flat.numel}, first.dtype(), first.device()));
+    flat.full = cat(parts, 0);
+    flat.local = flat.full.narrow(0, flat.shard * group.rank(), flat.shard).clone().set_requires_grad();
+    // In place, as Module::to(): the module (and anything holding these tensors) reads the views.
+    for (size_t k = 0; k < flat.params.size(); ++k) {
+      TensorImpl& impl = *flat.params[k].impl_ptr();
+      impl.storage = flat.full.storage();
+      impl.offset = flat.offsets[k];
       impl.strides = contiguous_strides(impl.shape);
       if (impl.autograd) impl.autograd->grad = Tensor();
     }
-    s.release(u);
+    release_flat(f);
   }
-  std::weak_ptr<State> weak = state_;
-  for (size_t u = 0; u < s.units.size(); ++u) {
-    for (size_t k = 0; k < s.units[u].params.size(); ++k) {
-      s.units[u].params[k].register_post_accumulate_grad_hook([weak, u, k](const Tensor&) {
-        if (auto st = weak.lock()) st->grad_ready(u, k);
+}
+
+void FullyShardedDataParallel::State::register_hooks(const std::shared_ptr<State>& self,
+                                                     const std::vector<std::shared_ptr<Module>>& units) {
+  std::weak_ptr<State> weak = self;
+  for (size_t f = 0; f < flats.size(); ++f) {
+    for (size_t k = 0; k < flats[f].params.size(); ++k) {
+      flats[f].params[k].register_post_accumulate_grad_hook([weak, f, k](const Tensor&) {
+        if (auto st = weak.lock()) st->grad_ready(f, k);
       });
     }
-    if (u == 0) continue;
+  }
+  for (size_t u = 1; u <= units.size(); ++u) {
     units[u - 1]->register_forward_pre_hook([weak, u](Module&) {
       auto st = weak.lock();
       if (!st) return;
@@ -225,6 +277,23 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> modul
   }
 }
 
+FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group,
+                                                   std::vector<std::shared_ptr<Module>> units, FsdpOptions options)
+    : module_(std::move(module)), state_(std::make_shared<State>(group, std::move(options))) {
+  TESSERA_CHECK(module_ != nullptr, "FullyShardedDataParallel", "no module");
+  TESSERA_CHECK(!module_->parameters().empty(), "FullyShardedDataParallel", "the module has no parameters");
+  if (state_->options.broadcast_parameters) {
+    NoGradGuard no_grad;
+    std::vector<std::unique_ptr<dist::Work>> works;
+    for (const Tensor& p : module_->parameters()) works.push_back(group.broadcast(p.detach(), 0));
+    for (const auto& [name, b] : module_->named_buffers()) works.push_back(group.broadcast(b.detach(), 0));
+    for (auto& w : works) w->wait();
+  }
+  state_->build(*module_, units);
+  state_->register_hooks(state_, units);
+  state_->options.param_groups.clear();  // the module's own tensors: the shards replace them
+}
+
 FullyShardedDataParallel::~FullyShardedDataParallel() = default;
 
 Tensor FullyShardedDataParallel::forward(const Tensor& x) {
@@ -239,19 +308,26 @@ Tensor FullyShardedDataParallel::forward(const Tensor& x) {
 
 std::vector<Tensor> FullyShardedDataParallel::parameters() const {
   std::vector<Tensor> out;
-  for (const Unit& u : state_->units) {
-    if (u.numel > 0) out.push_back(u.local);
+  for (const Flat& f : state_->flats) out.push_back(f.local);
+  return out;
+}
+
+std::vector<ParamGroup> FullyShardedDataParallel::param_groups() const {
+  std::vector<ParamGroup> out;
+  for (size_t g = 0; g < state_->of_group.size(); ++g) {
+    out.push_back(ParamGroup{{}, state_->group_options[g]});
+    for (size_t f : state_->of_group[g]) out.back().params.push_back(state_->flats[f].local);
   }
   return out;
 }
 
 void FullyShardedDataParallel::finish_gradient_sync() {
   State& s = *state_;
-  for (size_t u = 0; u < s.units.size(); ++u) {
-    if (std::any_of(s.units[u].got.begin(), s.units[u].got.end(), [](bool g) { return g; })) s.reduce(u);
+  for (size_t f = 0; f < s.flats.size(); ++f) {
+    if (std::any_of(s.flats[f].got.begin(), s.flats[f].got.end(), [](bool g) { return g; })) s.reduce(f);
   }
   while (!s.reduces.empty()) s.complete(s.reduces.front()), s.reduces.pop_front();
-  for (size_t u = 0; u < s.units.size(); ++u) s.release(u);
+  for (size_t f = 0; f < s.flats.size(); ++f) s.release_flat(f);
 }
 
 double FullyShardedDataParallel::clip_grad_norm_(double max_norm) {
@@ -271,84 +347,101 @@ double FullyShardedDataParallel::clip_grad_norm_(double max_norm) {
   return norm;
 }
 
+FullyShardedDataParallel::FullParams::FullParams(std::shared_ptr<State> state) : state_(std::move(state)) {
+  for (size_t u = 0; u < state_->of_unit.size(); ++u) state_->gather(u);
+  ++state_->pinned;
+}
+
+FullyShardedDataParallel::FullParams::~FullParams() {
+  if (!state_ || --state_->pinned > 0) return;  // moved from, or another guard still holds them
+  for (size_t f = 0; f < state_->flats.size(); ++f) state_->release_flat(f);
+}
+
 StateDict FullyShardedDataParallel::full_state_dict() {
   State& s = *state_;
-  for (size_t u = 0; u < s.units.size(); ++u) s.gather(u);
+  for (size_t u = 0; u < s.of_unit.size(); ++u) s.gather(u);
   StateDict out;
   for (const auto& [name, t] : module_->state_dict()) out[name] = t.detach().clone();
-  for (size_t u = 0; u < s.units.size(); ++u) s.release(u);
+  for (size_t f = 0; f < s.flats.size(); ++f) s.release_flat(f);
   return out;
 }
 
 void FullyShardedDataParallel::load_full_state_dict(const StateDict& state) {
   State& s = *state_;
   NoGradGuard no_grad;
-  for (Unit& unit : s.units) {
-    if (unit.numel == 0) continue;
-    unit.full.storage()->materialize();
-    if (unit.full.numel() > unit.numel) unit.full.narrow(0, unit.numel, unit.full.numel() - unit.numel).zero_();
+  for (size_t f = 0; f < s.flats.size(); ++f) {
+    Flat& flat = s.flats[f];
+    s.release_flat(f);  // waits for a gather in flight
+    flat.full.storage()->materialize();
+    if (flat.full.numel() > flat.numel) flat.full.narrow(0, flat.numel, flat.full.numel() - flat.numel).zero_();
   }
   try {
     module_->load_state_dict(state);  // validates every key and shape before writing
   } catch (...) {
-    for (size_t u = 0; u < s.units.size(); ++u) s.release(u);
+    for (size_t f = 0; f < s.flats.size(); ++f) s.release_flat(f);
     throw;
   }
-  for (size_t u = 0; u < s.units.size(); ++u) {
-    Unit& unit = s.units[u];
-    if (unit.numel == 0) continue;
-    Tensor dst = unit.local.detach();
-    dst.copy_(unit.full.narrow(0, unit.shard * s.group.rank(), unit.shard));
-    s.release(u);
+  for (size_t f = 0; f < s.flats.size(); ++f) {
+    Flat& flat = s.flats[f];
+    Tensor dst = flat.local.detach();
+    dst.copy_(flat.full.narrow(0, flat.shard * s.group.rank(), flat.shard));
+    s.release_flat(f);
   }
 }
 
 namespace {
-// "state.<g>.<p>.<name>" -> (p, name) for group 0; nullopt for any other key.
-std::optional<std::pair<size_t, std::string>> state_key(const std::string& key) {
-  if (key.rfind("state.0.", 0) != 0) return std::nullopt;
-  const size_t dot = key.find('.', 8);
-  size_t p = 0;
-  const auto [end, ec] = std::from_chars(key.data() + 8, key.data() + (dot == std::string::npos ? key.size() : dot), p);
-  if (dot == std::string::npos || ec != std::errc() || end != key.data() + dot) return std::nullopt;
-  return std::make_pair(p, key.substr(dot + 1));
+struct StateKey {
+  size_t group = 0, param = 0;
+  std::string name;
+};
+// "state.<g>.<p>.<name>", or nullopt for any other key.
+std::optional<StateKey> parse_state_key(const std::string& key) {
+  if (key.rfind("state.", 0) != 0) return std::nullopt;
+  StateKey k;
+  const char* at = key.data() + 6;
+  const char* end = key.data() + key.size();
+  for (size_t* v : {&k.group, &k.param}) {
+    const auto [next, ec] = std::from_chars(at, end, *v);
+    if (ec != std::errc() || next == end || *next != '.') return std::nullopt;
+    at = next + 1;
+  }
+  k.name.assign(at, end);
+  return k;
+}
+std::string state_key(size_t group, size_t param, const std::string& name) {
+  return "state." + std::to_string(group) + "." + std::to_string(param) + "." + name;
 }
 }  // namespace
 
-// The optimizer's parameters must be parameters(), in order, in one group: shard i is the i-th
-// unit with parameters.
-static std::vector<size_t> check_sharded_optimizer(const Optimizer& optimizer, const std::vector<Tensor>& shards,
-                                                   const std::vector<Unit>& units) {
-  TESSERA_CHECK(optimizer.param_groups().size() == 1 && optimizer.param_groups()[0].params.size() == shards.size(),
-                "FullyShardedDataParallel", "the optimizer must have one parameter group over parameters() (", shards.size(), " shards)");
-  for (size_t i = 0; i < shards.size(); ++i) {
-    TESSERA_CHECK(optimizer.param_groups()[0].params[i].is_same(shards[i]), "FullyShardedDataParallel", "the optimizer's parameter ", i,
-                  " is not shard ", i, " of parameters()");
+// The optimizer's groups must be param_groups(): the same shards, in order.
+static void check_sharded_optimizer(const Optimizer& optimizer, const std::vector<ParamGroup>& want) {
+  const auto& groups = optimizer.param_groups();
+  bool same = groups.size() == want.size();
+  for (size_t g = 0; same && g < groups.size(); ++g) {
+    same = groups[g].params.size() == want[g].params.size();
+    for (size_t i = 0; same && i < groups[g].params.size(); ++i) same = groups[g].params[i].is_same(want[g].params[i]);
   }
-  std::vector<size_t> unit_of;
-  for (size_t u = 0; u < units.size(); ++u) {
-    if (units[u].numel > 0) unit_of.push_back(u);
-  }
-  return unit_of;
+  TESSERA_CHECK(same, "FullyShardedDataParallel", "the optimizer must be built on param_groups() (", want.size(),
+                " groups of flat shards); it has ", groups.size(), " groups of other tensors");
 }
 
 StateDict FullyShardedDataParallel::optimizer_state_dict(const Optimizer& optimizer) {
   State& s = *state_;
-  const std::vector<size_t> unit_of = check_sharded_optimizer(optimizer, parameters(), s.units);
+  check_sharded_optimizer(optimizer, param_groups());
   NoGradGuard no_grad;
   StateDict out;
   for (const auto& [key, t] : optimizer.state_dict()) {  // sorted: every rank gathers in the same order
-    const auto parsed = state_key(key);
-    if (!parsed) {
+    const auto k = parse_state_key(key);
+    if (!k) {
       out[key] = t;
       continue;
     }
-    const Unit& unit = s.units[unit_of.at(parsed->first)];
-    Tensor all = empty({unit.shard * s.group.world_size()}, t.dtype(), t.device());
+    const Flat& flat = s.flats[s.of_group.at(k->group).at(k->param)];
+    Tensor all = empty({flat.shard * s.group.world_size()}, t.dtype(), t.device());
     s.group.all_gather(all, t.contiguous())->wait();
-    for (size_t k = 0; k < unit.params.size(); ++k) {
-      out["state.0." + std::to_string(unit.index[k]) + "." + parsed->second] =
-          all.narrow(0, unit.offsets[k], unit.params[k].numel()).reshape(unit.params[k].shape()).clone();
+    for (size_t i = 0; i < flat.params.size(); ++i) {
+      out[state_key(k->group, flat.index[i], k->name)] =
+          all.narrow(0, flat.offsets[i], flat.params[i].numel()).reshape(flat.params[i].shape()).clone();
     }
   }
   return out;
@@ -356,45 +449,47 @@ StateDict FullyShardedDataParallel::optimizer_state_dict(const Optimizer& optimi
 
 void FullyShardedDataParallel::load_optimizer_state_dict(Optimizer& optimizer, const StateDict& state) {
   State& s = *state_;
-  const std::vector<size_t> unit_of = check_sharded_optimizer(optimizer, parameters(), s.units);
-  std::map<size_t, std::pair<size_t, size_t>> where;  // module parameter index -> (shard, position in its unit)
-  for (size_t i = 0; i < unit_of.size(); ++i) {
-    for (size_t k = 0; k < s.units[unit_of[i]].params.size(); ++k) where[s.units[unit_of[i]].index[k]] = {i, k};
+  check_sharded_optimizer(optimizer, param_groups());
+  std::map<std::pair<size_t, size_t>, std::pair<size_t, size_t>> where;  // (group, index in it) -> (shard in the group, position)
+  for (size_t g = 0; g < s.of_group.size(); ++g) {
+    for (size_t j = 0; j < s.of_group[g].size(); ++j) {
+      const Flat& flat = s.flats[s.of_group[g][j]];
+      for (size_t i = 0; i < flat.params.size(); ++i) where[{g, flat.index[i]}] = {j, i};
+    }
   }
   NoGradGuard no_grad;
   StateDict mine;
-  std::map<std::string, Tensor> flats;  // "state.0.<shard>.<name>" -> the unit's whole flat state
+  std::map<std::string, Tensor> whole;  // the sharded optimizer's key -> the flat's whole state
   for (const auto& [key, t] : state) {
-    const auto parsed = state_key(key);
-    if (!parsed) {
+    const auto k = parse_state_key(key);
+    if (!k) {
       mine[key] = t;
       continue;
     }
-    const auto it = where.find(parsed->first);
+    const auto it = where.find({k->group, k->param});
     TESSERA_CHECK(it != where.end(), "FullyShardedDataParallel load_optimizer_state_dict", "key '", key,
                   "' refers to a parameter the module does not have");
-    const auto [shard, k] = it->second;
-    const Unit& unit = s.units[unit_of[shard]];
-    TESSERA_CHECK(t.shape() == unit.params[k].shape(), "FullyShardedDataParallel load_optimizer_state_dict", "state '", key, "' has shape ",
-                  shape_str(t.shape()), ", expected ", shape_str(unit.params[k].shape()));
-    Tensor& flat = flats["state.0." + std::to_string(shard) + "." + parsed->second];
-    if (!flat.defined())
-      flat = zeros({unit.shard * s.group.world_size()},
-                   unit.local.dtype() == DType::f16 || unit.local.dtype() == DType::bf16 ? DType::f32 : unit.local.dtype(),
-                   unit.local.device());
-    Tensor dst = flat.narrow(0, unit.offsets[k], t.numel());
+    const auto [j, i] = it->second;
+    const Flat& flat = s.flats[s.of_group[k->group][j]];
+    TESSERA_CHECK(t.shape() == flat.params[i].shape(), "FullyShardedDataParallel load_optimizer_state_dict", "state '", key, "' has shape ",
+                  shape_str(t.shape()), ", expected ", shape_str(flat.params[i].shape()));
+    Tensor& dst_all = whole[state_key(k->group, j, k->name)];
+    const DType dt = flat.local.dtype() == DType::f16 || flat.local.dtype() == DType::bf16 ? DType::f32 : flat.local.dtype();
+    if (!dst_all.defined()) dst_all = zeros({flat.shard * s.group.world_size()}, dt, flat.local.device());
+    Tensor dst = dst_all.narrow(0, flat.offsets[i], t.numel());
     dst.copy_(t.reshape({-1}));
   }
-  for (const auto& [key, flat] : flats) {
-    const Unit& unit = s.units[unit_of[state_key(key)->first]];
-    mine[key] = flat.narrow(0, unit.shard * s.group.rank(), unit.shard).clone();
+  for (const auto& [key, t] : whole) {
+    const auto k = parse_state_key(key);
+    const Flat& flat = s.flats[s.of_group[k->group][k->param]];
+    mine[key] = t.narrow(0, flat.shard * s.group.rank(), flat.shard).clone();
   }
   optimizer.load_state_dict(mine);
 }
 
 int FullyShardedDataParallel::rank() const { return state_->group.rank(); }
 int FullyShardedDataParallel::world_size() const { return state_->group.world_size(); }
-int64_t FullyShardedDataParallel::unit_count() const { return static_cast<int64_t>(state_->units.size()); }
+int64_t FullyShardedDataParallel::unit_count() const { return static_cast<int64_t>(state_->of_unit.size()); }
 void FullyShardedDataParallel::barrier() { state_->group.barrier(); }
 const FsdpStats& FullyShardedDataParallel::stats() const { return state_->stats; }
 void FullyShardedDataParallel::reset_stats() { state_->stats = {}; }
@@ -409,6 +504,17 @@ bool FullyShardedDataParallel::any_rank(bool flag) {
   Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32, kCPU);
   state_->group.all_reduce(t, dist::ReduceOp::max)->wait();
   return t.item<int32_t>() != 0;
+}
+
+std::vector<std::shared_ptr<Module>> default_fsdp_units(Module& model) {
+  if (auto* gpt = dynamic_cast<GPT*>(&model)) return {gpt->blocks.begin(), gpt->blocks.end()};
+  std::vector<std::shared_ptr<Module>> units;
+  if (dynamic_cast<Sequential*>(&model)) {
+    for (const auto& [name, child] : model.children()) {
+      if (!child->parameters().empty()) units.push_back(child);
+    }
+  }
+  return units;
 }
 
 }  // namespace tessera::nn

@@ -1,6 +1,7 @@
 #include "tessera/nn/trainer.h"
 
 #include "tessera/nn/ddp.h"
+#include "tessera/nn/fsdp.h"
 
 #include <algorithm>
 #include <charconv>
@@ -81,13 +82,15 @@ Tensor Trainer::forward_backward(const Batch& b, int64_t grad_accumulation) {
   {
     const profile::Scope scope("forward");
     const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
-    loss = loss_(model_.forward(b.x), b.y);
+    loss = loss_(run_model(b.x), b.y);
     if (grad_accumulation > 1) loss = div(loss, static_cast<double>(grad_accumulation));
   }
   const profile::Scope scope("backward");
   (scaler_ ? scaler_->scale(loss) : loss).backward();
   return loss;
 }
+
+Tensor Trainer::run_model(const Tensor& x) { return fsdp_ ? fsdp_->forward(x) : model_.forward(x); }
 
 Tensor next_token_loss(const Tensor& logits, const Tensor& targets) {
   TESSERA_CHECK(logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) && logits.size(1) == targets.size(1),
@@ -112,7 +115,7 @@ EvalStats Trainer::evaluate(BatchSource& loader) {
   Batch b;
   while (loader.next(b)) {
     const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
-    const Tensor out = model_.forward(b.x);
+    const Tensor out = run_model(b.x);
     const int64_t n = b.y.numel();
     loss_sum += loss_(out, b.y).item<double>() * static_cast<double>(n);
     correct += sum(eq(argmax(out, out.dim() - 1), b.y)).item<int64_t>();
@@ -129,10 +132,21 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
   TESSERA_CHECK(o.epochs >= 1 && o.grad_accumulation >= 1, "Trainer", "epochs and grad_accumulation must be >= 1");
   TESSERA_CHECK(o.precision == DType::f32 || o.precision == DType::bf16 || o.precision == DType::f16, "Trainer",
                 "precision must be float32, bfloat16 or float16, got ", o.precision);
+  TESSERA_CHECK(!(o.ddp && o.fsdp), "Trainer",
+                "both DDP and fully sharded training given: pick one (fully sharded training is data parallel)");
+  TESSERA_CHECK(
+      !(o.fsdp && o.scaler), "Trainer",
+      "loss scaling with fully sharded training: each rank would decide on its own shards whether to skip a step; train in bfloat16");
+  TESSERA_CHECK(!(o.fsdp && &o.fsdp->module() != &model_), "Trainer", "the fully sharded wrapper wraps another model than the Trainer's");
   precision_ = o.precision;
   scaler_ = o.scaler;
+  fsdp_ = o.fsdp;
+  // The figures every rank reports alike, and who writes checkpoints.
+  const auto over_ranks = [&](double v) { return o.ddp ? o.ddp->mean_over_ranks(v) : o.fsdp ? o.fsdp->mean_over_ranks(v) : v; };
+  const int world = o.ddp ? o.ddp->world_size() : o.fsdp ? o.fsdp->world_size() : 1;
+  const bool writer = o.ddp ? o.ddp->rank() == 0 : true;  // under FSDP every rank gathers, rank 0 writes
   std::unique_ptr<StepGraph> graph;
-  if (o.graph && o.grad_accumulation == 1 && !scaler_ && !o.ddp && !model_.parameters().empty() &&
+  if (o.graph && o.grad_accumulation == 1 && !scaler_ && !o.ddp && !o.fsdp && !model_.parameters().empty() &&
       DeviceGraph::supported(model_.parameters().front().device())) {
     graph = std::make_unique<StepGraph>(model_.parameters(), [this](const Batch& batch) { return forward_backward(batch, 1); });
   }
@@ -181,7 +195,7 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
       // With a GradScaler a non-finite loss is its business (it skips the step and backs off).
       if (!std::isfinite(l) && !scaler_) {
         // Under DDP every rank must take the same decision: it is made at the step, together.
-        if (o.on_nonfinite == OnNonFinite::stop && !o.ddp) throw_nonfinite("loss", l, epoch, batches, o);
+        if (o.on_nonfinite == OnNonFinite::stop && !o.ddp && !o.fsdp) throw_nonfinite("loss", l, epoch, batches, o);
         poisoned = true;
       } else if (std::isfinite(l)) {
         loss_sum += l;
@@ -196,13 +210,23 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
           if (any_poisoned && o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss (on some rank)", NAN, epoch, batches, o);
           poisoned = any_poisoned;
         }
+        if (o.fsdp) {
+          o.fsdp->finish_gradient_sync();
+          const bool any_poisoned = o.fsdp->any_rank(poisoned);
+          if (any_poisoned && o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss (on some rank)", NAN, epoch, batches, o);
+          poisoned = any_poisoned;
+        }
         if (scaler_) scaler_->unscale_(optimizer_);  // clipping sees the true gradients
         // A finite loss can still back-propagate to an Inf gradient (an overflow in backward).
-        if (!scaler_ && !poisoned && !grads_finite()) {
+        // Sharded, each rank sees its shards: the ranks agree.
+        if (!scaler_ && !poisoned && (o.fsdp ? o.fsdp->any_rank(!grads_finite()) : !grads_finite())) {
           if (o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("gradient", NAN, epoch, batches, o);
           poisoned = true;
         }
-        if (o.clip_norm > 0 && !poisoned) clip_grad_norm_(model_.parameters(), o.clip_norm);
+        if (o.clip_norm > 0 && !poisoned) {
+          if (o.fsdp) o.fsdp->clip_grad_norm_(o.clip_norm);
+          else clip_grad_norm_(model_.parameters(), o.clip_norm);
+        }
         if (poisoned) {
           ++st.skipped_steps;  // the parameters never see this window's gradients
           poisoned = false;
@@ -229,9 +253,9 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
     st.samples_per_second = st.seconds > 0 ? static_cast<double>(samples) / st.seconds : 0;
     st.step = optimizer_.steps();
     st.lr = optimizer_.param_groups().front().options.lr;
-    if (o.ddp) {  // every rank reports the same figures: the loss over all ranks, the throughput of all
-      st.train_loss = o.ddp->mean_over_ranks(st.train_loss);
-      st.samples_per_second = o.ddp->mean_over_ranks(st.samples_per_second) * o.ddp->world_size();
+    if (o.ddp || o.fsdp) {  // every rank reports the same figures: the loss over all ranks, the throughput of all
+      st.train_loss = over_ranks(st.train_loss);
+      st.samples_per_second = over_ranks(st.samples_per_second) * world;
     }
     st.step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0;
     st.graph_replays = graph ? graph->take_replays() : 0;
@@ -247,8 +271,9 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
                     "): the weights are not finite; lower the learning rate",
                     o.checkpoint.empty() ? "" : "; the checkpoint was not written");
     }
-    if (!o.checkpoint.empty() && (!o.ddp || o.ddp->rank() == 0)) save_checkpoint(o.checkpoint, epoch + 1, o.config, o.metadata);
+    if (!o.checkpoint.empty() && writer) save_checkpoint(o.checkpoint, epoch + 1, o.config, o.metadata);
     if (o.ddp) o.ddp->barrier();  // no rank reads a checkpoint rank 0 is still writing
+    if (o.fsdp) o.fsdp->barrier();
     if (o.on_epoch_end) o.on_epoch_end(st);
     history.push_back(st);
   }
@@ -258,8 +283,10 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
 }
 
 bool Trainer::grads_finite() const {
-  std::vector<Tensor> grads;
-  for (const Tensor& p : model_.parameters()) grads.push_back(p.grad());
+  std::vector<Tensor> grads;  // what the optimizer would step (the shards, under FSDP)
+  for (const ParamGroup& g : optimizer_.param_groups()) {
+    for (const Tensor& p : g.params) grads.push_back(p.grad());
+  }
   return all_finite(grads);
 }
 
@@ -270,14 +297,34 @@ void Trainer::throw_nonfinite(const char* what, double value, int64_t epoch, int
                              ". Lower the learning rate, use --on-nonfinite skip, or --detect-anomaly to find the op"));
 }
 
+CheckpointParts Trainer::checkpoint_parts() const {
+  CheckpointParts parts;
+  parts.model = &model_;
+  parts.optimizer = &optimizer_;
+  parts.scheduler = scheduler_;
+  parts.scaler = scaler_;
+  if (fsdp_) {
+    parts.load_model_state = [f = fsdp_](const StateDict& state) { f->load_full_state_dict(state); };
+    parts.load_optimizer_state = [f = fsdp_, &opt = optimizer_](const StateDict& state) { f->load_optimizer_state_dict(opt, state); };
+  }
+  return parts;
+}
+
 void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config, const Metadata& extra) const {
   Metadata meta = extra;
   meta["config"] = config.empty() ? "{}" : config;
-  nn::save_checkpoint(path, CheckpointParts{&model_, &optimizer_, scheduler_, scaler_}, epochs_done, meta);
+  CheckpointParts parts = checkpoint_parts();
+  if (fsdp_) {  // gathered on every rank (collectives), written by rank 0
+    StateDict model_state = fsdp_->full_state_dict(), optimizer_state = fsdp_->optimizer_state_dict(optimizer_);
+    if (fsdp_->rank() != 0) return;
+    parts.model_state = [m = std::move(model_state)] { return m; };
+    parts.optimizer_state = [o = std::move(optimizer_state)] { return o; };
+  }
+  nn::save_checkpoint(path, parts, epochs_done, meta);
 }
 
 int64_t Trainer::load_checkpoint(const std::string& path, bool reset_optimizer) {
-  return nn::load_checkpoint(path, CheckpointParts{&model_, &optimizer_, scheduler_, scaler_}, reset_optimizer).epoch;
+  return nn::load_checkpoint(path, checkpoint_parts(), reset_optimizer).epoch;
 }
 
 }  // namespace tessera::nn

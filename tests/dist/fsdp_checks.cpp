@@ -155,7 +155,11 @@ void check_fsdp_memory(dist::ProcessGroup& pg, Device dev) {
     nn::Adam opt(sharded ? fsdp->parameters() : gpt->parameters(), o);
     int64_t bytes = 0;
     for (int step = 0; step < 2; ++step) {  // the first creates Adam's state; the second is measured
-      if (step == 1) reset_peak_memory(dev);
+      if (step == 1) {
+        reset_peak_memory(dev);
+        std::printf("rank %d: %s resident before a step: %.2f MiB (%lld parameters)\n", pg.rank(), sharded ? "ZeRO-3" : "DDP",
+                    memory_stats(dev).in_use_bytes / 1048576.0, static_cast<long long>(gpt->num_parameters()));
+      }
       opt.zero_grad();
       const Tensor loss = next_token_ce(sharded ? fsdp->forward(x) : ddp->forward(x), y);
       loss.backward();

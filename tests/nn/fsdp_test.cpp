@@ -98,14 +98,23 @@ TEST_CASE("a GPT fully sharded over one rank trains exactly as the plain GPT") {
   manual_seed(4);
   auto sharded = std::make_shared<GPT>(cfg, Placement{DType::f32, device()});
   SoloGroup group;
-  FullyShardedDataParallel fsdp(sharded, group, {sharded->blocks.begin(), sharded->blocks.end()});
-  CHECK(fsdp.unit_count() == 3);
-  CHECK(fsdp.parameters().size() == 3);
-  const int64_t in_blocks = sharded->blocks[0]->num_parameters() + sharded->blocks[1]->num_parameters();
-  CHECK(fsdp.parameters()[1].numel() + fsdp.parameters()[2].numel() == in_blocks);
+  // Weight decay on matrices only (the language models' groups): each unit keeps a flat shard per group.
   OptimOptions o;
   o.lr = 1e-2;
-  Adam plain_opt(plain->parameters(), o), opt(fsdp.parameters(), o);
+  o.weight_decay = 0.1;
+  FsdpOptions fo;
+  fo.param_groups = sharded->param_groups(o);
+  FullyShardedDataParallel fsdp(sharded, group, {sharded->blocks.begin(), sharded->blocks.end()}, fo);
+  CHECK(fsdp.unit_count() == 3);
+  CHECK(fsdp.parameters().size() == 6);  // (root, block 0, block 1) x (decayed, not decayed)
+  int64_t sharded_numel = 0;
+  for (const Tensor& t : fsdp.parameters()) sharded_numel += t.numel();
+  CHECK(sharded_numel == plain->num_parameters());
+  const std::vector<ParamGroup> groups = fsdp.param_groups();
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].options.weight_decay == 0.1);
+  CHECK(groups[1].options.weight_decay == 0.0);
+  AdamW plain_opt(plain->param_groups(o)), opt(groups);
   manual_seed(8);
   const Tensor tokens = randint(0, cfg.vocab, {3, cfg.context + 1}, DType::i64, device());
   const Tensor x = tokens.narrow(1, 0, cfg.context).contiguous(), y = tokens.narrow(1, 1, cfg.context).contiguous();
@@ -122,7 +131,7 @@ TEST_CASE("a GPT fully sharded over one rank trains exactly as the plain GPT") {
   }
   // Every gather is issued for a reason: the root once a step, each block before its forward and backward.
   CHECK(fsdp.stats().all_gathers == 5 * (1 + 2 * 2));
-  CHECK(fsdp.stats().reduce_scatters == 5 * 3);
+  CHECK(fsdp.stats().reduce_scatters == 5 * 6);
   const StateDict full = fsdp.full_state_dict();
   for (const auto& [name, t] : plain->state_dict()) CHECK_MESSAGE(max_abs_diff(t, full.at(name)) == 0.0, name);
   // The gathered optimizer state is the plain Adam's, key for key.
@@ -154,4 +163,10 @@ TEST_CASE("fully sharded units are checked") {
   CHECK_THROWS_WITH_AS(FullyShardedDataParallel(gpt, group, {stranger}), doctest::Contains("not parameters of the wrapped module"), Error);
   CHECK_THROWS_WITH_AS(FullyShardedDataParallel(gpt, group, {gpt->blocks[0], gpt->blocks[0]->qkv}), doctest::Contains("must not overlap"),
                        Error);
+  FsdpOptions partial;
+  partial.param_groups = {ParamGroup{{gpt->tok->weight}, OptimOptions{}}};
+  CHECK_THROWS_WITH_AS(FullyShardedDataParallel(gpt, group, {}, partial), doctest::Contains("none of FsdpOptions::param_groups"), Error);
+  Adam wrong(gpt->parameters(), OptimOptions{});
+  FullyShardedDataParallel fsdp(gpt, group, {});
+  CHECK_THROWS_WITH_AS((void)fsdp.optimizer_state_dict(wrong), doctest::Contains("built on param_groups()"), Error);
 }

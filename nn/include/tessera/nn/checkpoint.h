@@ -4,6 +4,7 @@
 // seed and offset, the epoch and step counters and your own metadata, in one safetensors file
 // (format tessera-checkpoint-1) written atomically. A loop saved at step N and resumed from the
 // file continues bit for bit as the unbroken loop would.
+#include <functional>
 #include <string>
 
 #include "tessera/nn/amp.h"
@@ -19,6 +20,11 @@ struct CheckpointParts {
   Optimizer* optimizer = nullptr;
   Scheduler* scheduler = nullptr;
   GradScaler* scaler = nullptr;
+  /** Sharded training: the (gathered) states saved in place of model->state_dict() and
+   *  optimizer->state_dict(), and how a loaded state goes back in place of their
+   *  load_state_dict(). Empty: the model's and optimizer's own. */
+  std::function<StateDict()> model_state, optimizer_state;
+  std::function<void(const StateDict&)> load_model_state, load_optimizer_state;
 };
 
 struct CheckpointInfo {

@@ -22,6 +22,10 @@ struct FsdpOptions {
   bool prefetch = true;
   /** Broadcast rank 0's parameters and buffers at construction. */
   bool broadcast_parameters = true;
+  /** The module's parameters in optimizer groups (LanguageModel::param_groups: weight decay on
+   *  matrices only): each unit keeps one flat shard per group, and param_groups() hands the
+   *  optimizer the shards with each group's options. Empty: one group of every parameter. */
+  std::vector<ParamGroup> param_groups;
 };
 
 /** What the sharded step did since the last reset_stats() (for tests and logs). */
@@ -47,6 +51,7 @@ struct FsdpStats {
  */
 class FullyShardedDataParallel {
  public:
+  struct State;
   FullyShardedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group, std::vector<std::shared_ptr<Module>> units,
                            FsdpOptions options = {});
   ~FullyShardedDataParallel();
@@ -58,11 +63,32 @@ class FullyShardedDataParallel {
   Tensor operator()(const Tensor& x) { return forward(x); }
   Module& module() { return *module_; }
 
-  /** This rank's shards, one flat tensor per unit (the root's first): what the optimizer steps. */
+  /** This rank's shards, one flat tensor per unit and parameter group (the root's first). */
   std::vector<Tensor> parameters() const;
+  /** The shards in the groups of FsdpOptions::param_groups, with their options: build the
+   *  optimizer on these. */
+  std::vector<ParamGroup> param_groups() const;
   /** Reduces what no backward reduced yet (parameters that got no gradient count as zeros), waits
    *  for every reduce-scatter, and frees every gathered unit. A collective: call it after backward. */
   void finish_gradient_sync();
+  /** Keeps every unit gathered while alive (torch's summon_full_params): the bare module runs
+   *  and reads its weights in between (export, generation, inspection). Writes to the gathered
+   *  weights are not sharded back; use load_full_state_dict for that. */
+  class FullParams {
+   public:
+    explicit FullParams(std::shared_ptr<State> state);
+    ~FullParams();
+    FullParams(FullParams&&) noexcept = default;
+    FullParams(const FullParams&) = delete;
+    FullParams& operator=(const FullParams&) = delete;
+    FullParams& operator=(FullParams&&) = delete;
+
+   private:
+    std::shared_ptr<State> state_;
+  };
+  /** Gathers every unit (a collective: every rank calls it). */
+  [[nodiscard]] FullParams summon_full_params() { return FullParams(state_); }
+
   /** The global gradient norm over every rank's shards, clipped to `max_norm` (a collective). */
   double clip_grad_norm_(double max_norm);
 
@@ -72,9 +98,10 @@ class FullyShardedDataParallel {
    *  each rank keeps its slices. */
   void load_full_state_dict(const StateDict& state);
   /**
-   * `optimizer` (built on parameters()) with its state gathered and split back per parameter:
-   * exactly the state_dict() of the same optimizer built on module().parameters() of an unsharded
-   * model, so a checkpoint loads under any world size or without sharding. A collective.
+   * `optimizer` (built on param_groups()) with its state gathered and split back per parameter:
+   * exactly the state_dict() of the same optimizer built on the unsharded model's groups
+   * (FsdpOptions::param_groups, or module().parameters()), so a checkpoint loads under any world
+   * size or without sharding. A collective.
    */
   StateDict optimizer_state_dict(const Optimizer& optimizer);
   /** The inverse: loads a per-parameter optimizer state (from any world size or mode). */
@@ -82,6 +109,7 @@ class FullyShardedDataParallel {
 
   int rank() const;
   int world_size() const;
+  /** Units, the root among them. */
   int64_t unit_count() const;
   /** The mean of `value` over the ranks (a collective). */
   double mean_over_ranks(double value);
@@ -91,11 +119,14 @@ class FullyShardedDataParallel {
   const FsdpStats& stats() const;
   void reset_stats();
 
-  struct State;
-
  private:
   std::shared_ptr<Module> module_;
   std::shared_ptr<State> state_;
 };
+
+/** The units a model is sharded by when none are named: a GPT's blocks, a Sequential's layers;
+ *  none for any other model (its whole parameter set gathered for each step, still sharded
+ *  between steps, with gradients and optimizer state sharded throughout). */
+std::vector<std::shared_ptr<Module>> default_fsdp_units(Module& model);
 
 }  // namespace tessera::nn

@@ -19,6 +19,7 @@
 namespace tessera::nn {
 
 class DistributedDataParallel;
+class FullyShardedDataParallel;
 
 struct EvalStats {
   double loss = 0;      ///< mean over the targets (images, or tokens for a language model)
@@ -73,6 +74,12 @@ struct TrainOptions {
    *  agreed across ranks, and only rank 0 writes the checkpoint. Each rank's loader must yield
    *  the same number of batches (its own shard of the data). */
   DistributedDataParallel* ddp = nullptr;
+  /** Fully sharded training (ZeRO-3) instead of DDP: forward passes go through this wrapper of
+   *  the model, whose sharded param_groups() the optimizer must be built on; non-finite decisions,
+   *  clipping and the reported figures are agreed across ranks; checkpoints hold the gathered
+   *  model and per-parameter optimizer state (every rank gathers, rank 0 writes), so they load
+   *  under any world size or without sharding. Not with `ddp`, graph capture or loss scaling. */
+  FullyShardedDataParallel* fsdp = nullptr;
   std::function<void(const EpochStats&)> on_epoch_end;
   /** After each optimizer step: its number and the mean loss of its batches. */
   std::function<void(int64_t step, double loss)> on_step_end;
@@ -90,7 +97,8 @@ class Trainer {
   /** Mean loss and accuracy (argmax over the output's last axis) in eval mode without recording gradients. */
   EvalStats evaluate(BatchSource& loader);
 
-  /** Throws (and leaves `path` untouched) when a parameter or optimizer state is NaN or Inf. */
+  /** Throws (and leaves `path` untouched) when a parameter or optimizer state is NaN or Inf.
+   *  After a fully sharded fit() every rank must call it (it gathers); rank 0 writes. */
   void save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config, const Metadata& extra = {}) const;
   /**
    * Restores model, optimizer, scheduler, RNG and counters; returns the completed epochs. The
@@ -107,6 +115,9 @@ class Trainer {
   LossFn loss_;
   DType precision_ = DType::f32;   // of the fit() in progress (evaluate() follows it)
   GradScaler* scaler_ = nullptr;   // of the fit() in progress (saved with checkpoints)
+  FullyShardedDataParallel* fsdp_ = nullptr;  // of the last fit() (evaluate() and checkpoints follow it)
+  Tensor run_model(const Tensor& x);
+  CheckpointParts checkpoint_parts() const;
   Tensor forward_backward(const Batch& b, int64_t grad_accumulation);
   bool grads_finite() const;
   [[noreturn]] void throw_nonfinite(const char* what, double value, int64_t epoch, int64_t batch, const TrainOptions& o) const;
