@@ -1,5 +1,6 @@
-// The tensor-parallel GPT block: a whole GPTBlock's weights split by heads (QKV, proj) and by
-// MLP features (fc, fc_out) across the group; layer norms replicated.
+// The tensor-parallel GPT: a whole GPTBlock's weights split by heads (QKV, proj) and by MLP
+// features (fc, fc_out) across the group, layer norms replicated; the model around the blocks
+// with its token embedding (and tied output layer) split by vocabulary.
 #include "tessera/nn/tensor_parallel.h"
 
 namespace tessera::nn::tp {
@@ -51,6 +52,40 @@ Tensor ParallelGPTBlock::forward(const Tensor& x) {
   const Tensor att = scaled_dot_product_attention(heads(0), heads(1), heads(2), true).permute({0, 2, 1, 3}).reshape({b, t, local});
   const Tensor y = add(proj->forward(att), x);
   return add(fc_out->forward(gelu(fc->forward(ln2->forward(y)))), y);
+}
+
+ParallelGPT::ParallelGPT(const GPT& whole, std::shared_ptr<dist::ProcessGroup> group) : group_(std::move(group)) {
+  TESSERA_CHECK(group_ != nullptr, "ParallelGPT", "needs a process group");
+  const GPTConfig& c = whole.config();
+  TESSERA_CHECK(c.dropout == 0, "ParallelGPT", "dropout ", c.dropout,
+                " is not supported (replicated activations would need one RNG stream per region)");
+  const Placement p{whole.tok->weight.dtype(), whole.tok->weight.device()};
+  tok = register_module("tok", std::make_shared<VocabParallelEmbedding>(c.vocab, c.dim, group_, p));
+  tok->from_full(whole.tok->weight);
+  pos = register_module("pos", std::make_shared<Embedding>(c.context, c.dim, p));
+  pos->load_state_dict(whole.pos->state_dict());
+  for (size_t l = 0; l < whole.blocks.size(); ++l) {
+    blocks.push_back(register_module(std::to_string(l), std::make_shared<ParallelGPTBlock>(*whole.blocks[l], c.heads, group_)));
+  }
+  ln_f = register_module("ln_f", replica(*whole.ln_f));
+}
+
+Tensor ParallelGPT::forward(const Tensor& tokens) {
+  TESSERA_CHECK(tokens.dim() == 2 && !is_floating(tokens.dtype()), "ParallelGPT", "expected integer tokens [B, T], got ",
+                shape_str(tokens.shape()), " ", tokens.dtype());
+  const int64_t t = tokens.size(1);
+  TESSERA_CHECK(t <= pos->weight.size(0), "ParallelGPT", t, " positions exceed the context of ", pos->weight.size(0));
+  const Tensor positions = arange(0.0, static_cast<double>(t), 1.0, DType::i64, tokens.device());
+  Tensor x = add(tok->forward(tokens), pos->forward(positions));
+  for (const auto& block : blocks) x = (*block)(x);
+  // The output layer is the vocabulary-split embedding: this rank's slice of the logits; the
+  // gradient of the replicated input is all-reduced (f).
+  return linear(copy_to_region(ln_f->forward(x), *group_), tok->weight);
+}
+
+Tensor ParallelGPT::loss(const Tensor& tokens, const Tensor& targets) {
+  const Tensor logits = forward(tokens);
+  return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(2)}), targets.reshape({-1}), *group_);
 }
 
 }  // namespace tessera::nn::tp

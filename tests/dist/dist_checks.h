@@ -8,6 +8,9 @@
 extern int g_rank;
 void expect(bool ok, const std::string& what);
 double max_abs_diff(const tessera::Tensor& a, const tessera::Tensor& b);
+/** True when `t` holds the same bits on every rank (its max and min over the ranks agree). */
+bool same_on_every_rank(tessera::dist::ProcessGroup& pg, const tessera::Tensor& t);
 
 void check_fsdp(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_fsdp_memory(tessera::dist::ProcessGroup& pg, tessera::Device dev);
+void check_tensor_parallel_gpt(tessera::dist::ProcessGroup& pg, tessera::Device dev);

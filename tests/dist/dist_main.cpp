@@ -34,6 +34,12 @@ void expect(bool ok, const std::string& what) {
   std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
 }
 double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(sub(a.to(kCPU, DType::f64), b.to(kCPU, DType::f64)))).item<double>(); }
+bool same_on_every_rank(dist::ProcessGroup& pg, const Tensor& t) {
+  Tensor hi = t.detach().clone(), lo = t.detach().clone();
+  pg.all_reduce(hi, dist::ReduceOp::max)->wait();
+  pg.all_reduce(lo, dist::ReduceOp::min)->wait();
+  return max_abs_diff(hi, lo) == 0.0;
+}
 
 namespace {
 
@@ -457,6 +463,8 @@ int main(int argc, char** argv) {
       check_tensor_parallel(*pg, dev);
     } else if (mode == "pipeline-gpt") {
       check_pipeline_gpt(*pg, dev);
+    } else if (mode == "tensor-parallel-gpt") {
+      check_tensor_parallel_gpt(*pg, dev);
     } else if (mode == "fsdp") {
       check_fsdp(*pg, dev);
     } else if (mode == "fsdp-memory") {
@@ -490,11 +498,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: the all-reduce returned without its peer\n", pg->rank());
       return 1;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: dist_test collectives|ddp|zero|tensor-parallel|fsdp|fsdp-memory|pipeline|pipeline-gpt|hang|die|pipeline-die [device] | "
-          "zero-save|zero-load "
-          "<device> <path>\n");
+      std::fprintf(stderr,
+                   "usage: dist_test "
+                   "collectives|ddp|zero|tensor-parallel|tensor-parallel-gpt|fsdp|fsdp-memory|pipeline|pipeline-gpt|hang|die|pipeline-die "
+                   "[device] | "
+                   "zero-save|zero-load "
+                   "<device> <path>\n");
       return 2;
     }
   } catch (const std::exception& e) {

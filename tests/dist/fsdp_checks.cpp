@@ -16,14 +16,6 @@ Tensor next_token_ce(const Tensor& logits, const Tensor& target) {
 }
 
 std::vector<std::shared_ptr<nn::Module>> blocks_of(const nn::GPT& gpt) { return {gpt.blocks.begin(), gpt.blocks.end()}; }
-
-// True when `t` holds the same bits on every rank (its max and min over the ranks agree).
-bool same_on_every_rank(dist::ProcessGroup& pg, const Tensor& t) {
-  Tensor hi = t.detach().clone(), lo = t.detach().clone();
-  pg.all_reduce(hi, dist::ReduceOp::max)->wait();
-  pg.all_reduce(lo, dist::ReduceOp::min)->wait();
-  return max_abs_diff(hi, lo) == 0.0;
-}
 }  // namespace
 
 // A GPT trained 50 Adam steps fully sharded, each rank on its rows of the batch, follows the

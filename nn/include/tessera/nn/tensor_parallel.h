@@ -96,6 +96,31 @@ class ParallelGPTBlock : public Module {
 };
 
 /**
+ * A whole GPT in Megatron's layout: the token embedding split by vocabulary and tied to the
+ * output layer (so each rank's logits are its vocabulary slice, [B, T, V / world]), the blocks as
+ * ParallelGPTBlocks, the position embedding and the final norm replicated. loss() pairs it with
+ * vocab_parallel_cross_entropy: the full logits are never formed. Built from a whole GPT's
+ * weights (no dropout); every rank feeds the same tokens.
+ */
+class ParallelGPT : public Module {
+ public:
+  ParallelGPT(const GPT& whole, std::shared_ptr<dist::ProcessGroup> group);
+  /** tokens [B, T] -> this rank's logits [B, T, V / world]. */
+  Tensor forward(const Tensor& tokens) override;
+  /** The mean next-token cross entropy of forward(tokens) against targets [B, T]: the same value
+   *  on every rank. */
+  Tensor loss(const Tensor& tokens, const Tensor& targets);
+  std::string name() const override { return "ParallelGPT"; }
+  std::shared_ptr<VocabParallelEmbedding> tok;
+  std::shared_ptr<Embedding> pos;
+  std::vector<std::shared_ptr<ParallelGPTBlock>> blocks;
+  std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  std::shared_ptr<dist::ProcessGroup> group_;
+};
+
+/**
  * Mean cross-entropy of logits split along the vocabulary ([N, V / world] on each rank, rank r
  * holding classes [r * V/world, ...)) against whole targets [N]: a max and two sums all-reduced,
  * never the full logits. The same value on every rank; gradients flow to each rank's slice.
