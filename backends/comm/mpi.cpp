@@ -123,6 +123,31 @@ class MpiGroup final : public ProcessGroup {
       });
     }
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    describe_ranks();
+  }
+  // A subgroup of split(): owns `comm`.
+  MpiGroup(MPI_Comm comm, int color) : comm_(comm), owned_(true) {
+    describe_ranks();
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    scope_ = tessera::detail::concat("subgroup ", color, " (world rank ", world_rank, "): ");
+  }
+  ~MpiGroup() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Comm_free(&comm_);
+  }
+  MpiGroup(const MpiGroup&) = delete;
+  MpiGroup& operator=(const MpiGroup&) = delete;
+
+  std::shared_ptr<ProcessGroup> split(int color, int key) override {
+    TESSERA_CHECK(color >= 0, "split", "color must be non-negative, got ", color);
+    MPI_Comm sub = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    return std::make_shared<MpiGroup>(sub, color);
+  }
+
+  void describe_ranks() {
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_, &world_), "MPI_Comm_size");
     MPI_Comm node;
@@ -130,6 +155,7 @@ class MpiGroup final : public ProcessGroup {
     check_mpi(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank");
     MPI_Comm_free(&node);
   }
+
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   int local_rank() const override { return local_rank_; }
@@ -215,12 +241,12 @@ class MpiGroup final : public ProcessGroup {
   void barrier() override {
     MPI_Request req;
     check_mpi(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
-    MpiWork(*this, tessera::detail::concat("barrier #", ++sequence_), req, nullptr).wait();
+    MpiWork(*this, tessera::detail::concat(scope_, "barrier #", ++sequence_), req, nullptr).wait();
   }
 
  private:
   std::unique_ptr<Work> issue(const char* name, const Tensor& t, MPI_Request req, std::function<void()> finish) {
-    return std::make_unique<MpiWork>(*this, detail::describe_collective(name, ++sequence_, t), req, std::move(finish));
+    return std::make_unique<MpiWork>(*this, scope_ + detail::describe_collective(name, ++sequence_, t), req, std::move(finish));
   }
 
   void check_peer(const Tensor& t, int peer, int tag, const char* op) const {
@@ -231,6 +257,8 @@ class MpiGroup final : public ProcessGroup {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;  // a subgroup frees its communicator
+  std::string scope_;   // "subgroup <color> (world rank r): " in the watchdog's reports
   int rank_ = 0, world_ = 1, local_rank_ = 0;
   uint64_t sequence_ = 0;
 };

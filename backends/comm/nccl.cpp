@@ -277,7 +277,9 @@ ncclComm_t init_comm_with_deadline(int device, int world, const ncclUniqueId& id
 
 class NcclGroup final : public ProcessGroup {
  public:
-  NcclGroup() : mpi_(detail::create_process_group("mpi")) {
+  NcclGroup() : NcclGroup(detail::create_process_group("mpi")) {}
+  // Over the ranks of `mpi` (the world, or a subgroup of it): its rank 0 makes the unique id.
+  explicit NcclGroup(std::shared_ptr<ProcessGroup> mpi) : mpi_(std::move(mpi)) {
     int devices = 0;
     check_rt(xcclRt(GetDeviceCount)(&devices), "device count");
     TESSERA_CHECK(devices > 0, "init_process_group", TESSERA_XCCL_NAME ": no GPU on this node");
@@ -315,6 +317,11 @@ class NcclGroup final : public ProcessGroup {
     }
     if (comm_stream_) (void)xcclRt(StreamDestroy)(comm_stream_);
   }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  // A new communicator over the MPI subgroup (ncclCommInitRank, which RCCL has too, rather than
+  // the newer ncclCommSplit).
+  std::shared_ptr<ProcessGroup> split(int color, int key) override { return std::make_shared<NcclGroup>(mpi_->split(color, key)); }
   int rank() const override { return mpi_->rank(); }
   int world_size() const override { return mpi_->world_size(); }
   int local_rank() const override { return mpi_->local_rank(); }

@@ -160,6 +160,10 @@ std::unique_ptr<Work> ProcessGroup::recv(Tensor t, int src, int tag) {
   (void)t, (void)src, (void)tag;
   throw NotImplemented(tessera::detail::concat("recv: the ", backend(), " process group has no point-to-point transfers"));
 }
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  (void)color, (void)key;
+  throw NotImplemented(tessera::detail::concat("split: the ", backend(), " process group has no subgroups"));
+}
 
 void all_reduce(Tensor t, ReduceOp op) { default_group().all_reduce(std::move(t), op)->wait(); }
 void broadcast(Tensor t, int root) { default_group().broadcast(std::move(t), root)->wait(); }

@@ -14,3 +14,4 @@ bool same_on_every_rank(tessera::dist::ProcessGroup& pg, const tessera::Tensor& 
 void check_fsdp(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_fsdp_memory(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_tensor_parallel_gpt(tessera::dist::ProcessGroup& pg, tessera::Device dev);
+void check_pipeline_tensor_parallel_gpt(tessera::dist::ProcessGroup& pg, tessera::Device dev);

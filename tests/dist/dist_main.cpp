@@ -463,6 +463,8 @@ int main(int argc, char** argv) {
       check_tensor_parallel(*pg, dev);
     } else if (mode == "pipeline-gpt") {
       check_pipeline_gpt(*pg, dev);
+    } else if (mode == "pipeline-tensor-parallel-gpt") {
+      check_pipeline_tensor_parallel_gpt(*pg, dev);
     } else if (mode == "tensor-parallel-gpt") {
       check_tensor_parallel_gpt(*pg, dev);
     } else if (mode == "fsdp") {
@@ -500,7 +502,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: dist_test "
-                   "collectives|ddp|zero|tensor-parallel|tensor-parallel-gpt|fsdp|fsdp-memory|pipeline|pipeline-gpt|hang|die|pipeline-die "
+                   "collectives|ddp|zero|tensor-parallel|tensor-parallel-gpt|pipeline-tensor-parallel-gpt|fsdp|fsdp-memory|pipeline|"
+                   "pipeline-gpt|hang|die|pipeline-die "
                    "[device] | "
                    "zero-save|zero-load "
                    "<device> <path>\n");

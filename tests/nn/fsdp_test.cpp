@@ -170,3 +170,8 @@ TEST_CASE("fully sharded units are checked") {
   FullyShardedDataParallel fsdp(gpt, group, {});
   CHECK_THROWS_WITH_AS((void)fsdp.optimizer_state_dict(wrong), doctest::Contains("built on param_groups()"), Error);
 }
+
+TEST_CASE("a process group without subgroups says so") {
+  SoloGroup group;
+  CHECK_THROWS_WITH_AS((void)group.split(0, 0), doctest::Contains("the solo process group has no subgroups"), NotImplemented);
+}

@@ -65,6 +65,14 @@ class ProcessGroup {
    */
   virtual std::unique_ptr<Work> send(const Tensor& t, int dst, int tag = 0);
   virtual std::unique_ptr<Work> recv(Tensor t, int src, int tag = 0);
+
+  /**
+   * The ranks of this group that pass the same `color` form a new group, ordered by `key` (then
+   * by rank here): the tensor-parallel and pipeline groups inside one mpirun (MPI_Comm_split). A
+   * collective over this group: every rank calls it, in the same order. Groups without subgroups
+   * throw NotImplemented.
+   */
+  virtual std::shared_ptr<ProcessGroup> split(int color, int key);
 };
 
 /** The process-group backends this build has and can load ("mpi" when MPI was found and its

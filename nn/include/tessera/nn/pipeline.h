@@ -105,6 +105,9 @@ struct GPTStages {
   std::vector<ModulePtr> stages;
   std::string embedding = "tok.weight", head = "head";  ///< the tied pair's names: stage 0's, the last stage's
 };
-GPTStages split_gpt(const GPT& gpt, int64_t stages);
+/** With `tensor_parallel` (this rank's tensor-parallel group) each stage is also split Megatron-style
+ *  across that group (tp::ParallelGPT's layers): the last stage then returns this rank's vocabulary
+ *  slice of the logits, for tp::vocab_parallel_cross_entropy over the same group. */
+GPTStages split_gpt(const GPT& gpt, int64_t stages, std::shared_ptr<dist::ProcessGroup> tensor_parallel = nullptr);
 
 }  // namespace tessera::nn
