@@ -101,6 +101,8 @@ void run_allreduce(bool quick, const std::string& json_path, const Options& opti
  * bubble and rank 0's measured wait share; rank 0 prints and writes the JSON.
  */
 void run_pipeline(bool quick, const std::string& json_path, const Options& options);
+/** Under mpirun: all-reduce bandwidth, the pipeline schedules, and a GPT step under ZeRO-3 beside DDP. */
+void run_dist(bool quick, const std::string& json_path, const Options& options);
 
 /** Writes `text` to `path` through a temp file and a rename, so a reader never sees half a file. */
 void write_file_atomically(const std::string& text, const std::string& path);

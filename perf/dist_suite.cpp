@@ -1,7 +1,9 @@
-// `tessera bench --suite allreduce` under mpirun: all-reduce (sum, f32, in place) of 1 KiB to
-// 64 MiB over the default process group, reported as nccl-tests does: algorithm bandwidth =
-// bytes / time, bus bandwidth = algbw x 2 (n - 1) / n (what each link carries in a ring
-// all-reduce, comparable across rank counts). The time of an iteration is the slowest rank's.
+// The suites run under mpirun. allreduce: all-reduce (sum, f32, in place) of 1 KiB to 64 MiB
+// over the default process group, reported as nccl-tests does: algorithm bandwidth = bytes /
+// time, bus bandwidth = algbw x 2 (n - 1) / n (what each link carries in a ring all-reduce,
+// comparable across rank counts). pipeline: GPipe vs 1F1B step time and bubble, one stage per
+// rank. dist: both, and a GPT's training step fully sharded (ZeRO-3) beside DDP: time and each
+// rank's allocator peak. The time of an iteration is the slowest rank's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,8 +12,13 @@
 #include "bench.h"
 #include "tessera/dist.h"
 #include "tessera/error.h"
+#include "tessera/nn/ddp.h"
+#include "tessera/nn/fsdp.h"
+#include "tessera/nn/language_model.h"
 #include "tessera/nn/layers.h"
+#include "tessera/nn/optim.h"
 #include "tessera/nn/pipeline.h"
+#include "tessera/nn/trainer.h"
 #include "tessera/tessera.h"
 
 namespace tessera::bench {
@@ -34,12 +41,23 @@ std::vector<double> slowest_rank_times(dist::ProcessGroup& pg, int reps, int per
   return times;
 }
 
-}  // namespace
+std::shared_ptr<dist::ProcessGroup> suite_group(const char* suite) {
+  if (dist::available_backends().empty())
+    throw Error(detail::concat("bench: the ", suite, " suite needs a process group (this build has no MPI)"));
+  auto pg = dist::init_process_group();
+  if (pg->world_size() < 2) {
+    throw Error(detail::concat("bench: the ", suite, " suite needs at least 2 ranks: mpirun -n 2 tessera bench --suite ", suite));
+  }
+  return pg;
+}
 
-void run_allreduce(bool quick, const std::string& json_path, const Options& options) {
-  if (dist::available_backends().empty()) throw Error("bench: the allreduce suite needs a process group (this build has no MPI)");
-  dist::ProcessGroup& pg = *dist::init_process_group();
-  if (pg.world_size() < 2) throw Error("bench: the allreduce suite needs at least 2 ranks: mpirun -n 2 tessera bench --suite allreduce");
+void write_records(dist::ProcessGroup& pg, const std::vector<Record>& records, const std::string& json_path, const Options& options) {
+  if (pg.rank() != 0 || json_path.empty()) return;
+  write_json(records, json_path, options);
+  std::printf("# wrote %zu records to %s\n", records.size(), json_path.c_str());
+}
+
+std::vector<Record> allreduce_records(dist::ProcessGroup& pg, bool quick) {
   const int world = pg.world_size();
   const bool lead = pg.rank() == 0;
   if (lead) {
@@ -64,16 +82,10 @@ void run_allreduce(bool quick, const std::string& json_path, const Options& opti
     r.median_s = median, r.min_s = times.front(), r.max_s = times.back(), r.gbps = busbw;
     records.push_back(r);
   }
-  if (lead && !json_path.empty()) {
-    write_json(records, json_path, options);
-    std::printf("# wrote %zu records to %s\n", records.size(), json_path.c_str());
-  }
+  return records;
 }
 
-void run_pipeline(bool quick, const std::string& json_path, const Options& options) {
-  if (dist::available_backends().empty()) throw Error("bench: the pipeline suite needs a process group (this build has no MPI)");
-  auto pg = dist::init_process_group();
-  if (pg->world_size() < 2) throw Error("bench: the pipeline suite needs at least 2 ranks: mpirun -n 2 tessera bench --suite pipeline");
+std::vector<Record> pipeline_records(const std::shared_ptr<dist::ProcessGroup>& pg, bool quick) {
   const int stages = pg->world_size();
   const bool lead = pg->rank() == 0;
   const int64_t width = quick ? 128 : 512, batch = quick ? 64 : 256, micro = 8;
@@ -110,10 +122,86 @@ void run_pipeline(bool quick, const std::string& json_path, const Options& optio
     r.median_s = median, r.min_s = times.front(), r.max_s = times.back();
     records.push_back(r);
   }
-  if (lead && !json_path.empty()) {
-    write_json(records, json_path, options);
-    std::printf("# wrote %zu records to %s\n", records.size(), json_path.c_str());
+  return records;
+}
+
+// One GPT training step (forward, backward, gradient sync, AdamW) under ZeRO-3 and under DDP on
+// the same ranks and data: the slowest rank's time and the highest rank's allocator peak.
+std::vector<Record> sharding_records(dist::ProcessGroup& pg, bool quick) {
+  const nn::GPTConfig cfg = quick ? nn::GPTConfig{64, 32, 4, 4, 128, 0.0} : nn::GPTConfig{256, 64, 8, 8, 256, 0.0};
+  const int64_t batch = 4;
+  const bool lead = pg.rank() == 0;
+  struct Result {
+    double median = 0, min = 0, max = 0;
+    int64_t peak = 0;
+  };
+  const auto measure = [&](bool sharded) {
+    manual_seed(7);
+    auto gpt = std::make_shared<nn::GPT>(cfg);
+    const Tensor tokens = randint(0, cfg.vocab, {batch, cfg.context + 1}, DType::i64, kCPU);
+    const Tensor x = tokens.narrow(1, 0, cfg.context).contiguous(), y = tokens.narrow(1, 1, cfg.context).contiguous();
+    nn::OptimOptions o;
+    o.lr = 1e-4;
+    std::unique_ptr<nn::FullyShardedDataParallel> fsdp;
+    std::unique_ptr<nn::DistributedDataParallel> ddp;
+    nn::FsdpOptions fo;
+    fo.param_groups = gpt->param_groups(o);
+    if (sharded) fsdp = std::make_unique<nn::FullyShardedDataParallel>(gpt, pg, nn::default_fsdp_units(*gpt), fo);
+    else ddp = std::make_unique<nn::DistributedDataParallel>(gpt, pg);
+    nn::AdamW opt(sharded ? fsdp->param_groups() : gpt->param_groups(o));
+    const auto step = [&] {
+      opt.zero_grad();
+      nn::next_token_loss(sharded ? fsdp->forward(x) : ddp->forward(x), y).backward();
+      if (sharded) fsdp->finish_gradient_sync();
+      else ddp->finish_gradient_sync();
+      opt.step();
+    };
+    for (int w = 0; w < 2; ++w) step();
+    reset_peak_memory(kCPU);
+    const std::vector<double> times = slowest_rank_times(pg, quick ? 3 : 9, 1, step);
+    Tensor peak = full({1}, static_cast<double>(memory_stats(kCPU).peak_in_use_bytes), DType::f64, kCPU);
+    pg.all_reduce(peak, dist::ReduceOp::max)->wait();
+    return Result{times[times.size() / 2], times.front(), times.back(), static_cast<int64_t>(peak.item<double>())};
+  };
+  const Result ddp = measure(false), zero = measure(true);
+  if (lead) {
+    std::printf("# GPT training step (%lld blocks of %lld, vocab %lld, %lld x %lld tokens per rank, AdamW), %d ranks over %s\n",
+                static_cast<long long>(cfg.layers), static_cast<long long>(cfg.dim), static_cast<long long>(cfg.vocab),
+                static_cast<long long>(batch), static_cast<long long>(cfg.context), pg.world_size(), pg.backend().c_str());
+    std::printf("%-8s %12s %14s\n", "mode", "step ms", "peak MiB/rank");
+    std::printf("%-8s %12.3f %14.2f\n", "DDP", ddp.median * 1e3, static_cast<double>(ddp.peak) / 1048576.0);
+    std::printf("%-8s %12.3f %14.2f   (%.2fx DDP's memory, %.2fx its time)\n", "ZeRO-3", zero.median * 1e3,
+                static_cast<double>(zero.peak) / 1048576.0, static_cast<double>(zero.peak) / static_cast<double>(ddp.peak),
+                zero.median / ddp.median);
   }
+  Record r;
+  r.suite = "dist", r.name = "gpt_step_zero3_np" + std::to_string(pg.world_size()), r.backend = "cpu";
+  r.device = pg.backend() + " process group", r.dtype = "f32", r.shape = {batch, cfg.context, cfg.layers, cfg.dim};
+  r.median_s = zero.median, r.min_s = zero.min, r.max_s = zero.max, r.peak_bytes = zero.peak;
+  r.peer = "DDP (same ranks, same run)", r.peer_median_s = ddp.median, r.ratio = ddp.median / zero.median, r.peer_peak_bytes = ddp.peak;
+  return {r};
+}
+
+}  // namespace
+
+void run_allreduce(bool quick, const std::string& json_path, const Options& options) {
+  auto pg = suite_group("allreduce");
+  write_records(*pg, allreduce_records(*pg, quick), json_path, options);
+}
+
+void run_pipeline(bool quick, const std::string& json_path, const Options& options) {
+  auto pg = suite_group("pipeline");
+  write_records(*pg, pipeline_records(pg, quick), json_path, options);
+}
+
+void run_dist(bool quick, const std::string& json_path, const Options& options) {
+  auto pg = suite_group("dist");
+  std::vector<Record> records = allreduce_records(*pg, quick);
+  if (pg->rank() == 0) std::printf("\n");
+  for (Record& r : pipeline_records(pg, quick)) records.push_back(std::move(r));
+  if (pg->rank() == 0) std::printf("\n");
+  for (Record& r : sharding_records(*pg, quick)) records.push_back(std::move(r));
+  write_records(*pg, records, json_path, options);
 }
 
 }  // namespace tessera::bench

@@ -17,7 +17,8 @@ void add_bench_command(CLI::App& app) {
                   "suites to run (repeatable): gemm, elementwise, reduce, conv, memory, train, fused, overhead; or gpu-model alone "
                   "(per-kernel memory counters and roofline times from the emulated backend); or allreduce alone, under mpirun "
                   "(all-reduce bus bandwidth over the process group, 1 KiB-64 MiB); or pipeline alone, under mpirun (GPipe vs 1F1B step "
-                  "time and bubble, one stage per rank)");
+                  "time and bubble, one stage per rank); or dist alone, under mpirun (both, and a GPT step fully sharded beside DDP: "
+                  "time and peak memory per rank)");
   cmd->add_flag("--quick", opts->quick, "small shapes and 3 repetitions (CI smoke test)");
   cmd->add_option("--filter", opts->filters,
                   "run only cases whose name/dtype/shape (e.g. matmul/bf16/1024x1024x1024) contains this text (repeatable)");
@@ -28,6 +29,11 @@ void add_bench_command(CLI::App& app) {
     if (std::find(opts->suites.begin(), opts->suites.end(), "allreduce") != opts->suites.end()) {
       if (opts->suites.size() != 1) throw tessera::Error("bench: the allreduce suite runs alone (--suite allreduce)");
       bench::run_allreduce(opts->quick, opts->json_path, *opts);
+      return;
+    }
+    if (std::find(opts->suites.begin(), opts->suites.end(), "dist") != opts->suites.end()) {
+      if (opts->suites.size() != 1) throw tessera::Error("bench: the dist suite runs alone (--suite dist)");
+      bench::run_dist(opts->quick, opts->json_path, *opts);
       return;
     }
     if (std::find(opts->suites.begin(), opts->suites.end(), "pipeline") != opts->suites.end()) {
