@@ -3,6 +3,10 @@
 // transports: tensor copies between this process's devices, send/recv between ranks.
 #include "tessera/nn/pipeline.h"
 
+#include <optional>
+
+#include "tessera/profiler.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -101,6 +105,12 @@ Tensor header_of(const Tensor& t) {
   return from_vector<int64_t>(h, {10});
 }
 
+// A span on the profile (--profile) per stage action: "pipeline stage 1 F3" is stage 1's forward
+// of micro-batch 3, so the trace shows each stage's timeline and its idle gaps, the bubble.
+void action_scope(std::optional<profile::Scope>& span, int64_t stage, const PipelineAction& a) {
+  if (profile::scopes_active()) span.emplace(detail::concat("pipeline stage ", stage, a.forward ? " F" : " B", a.micro), "pipeline");
+}
+
 // The last stage's loss of one micro-batch, scaled by 1/M for its backward; its value is added
 // to `total`.
 Tensor scaled_loss(const PipelineLoss& loss, const Tensor& output, const Tensor& target, int64_t m, double& total) {
@@ -188,6 +198,8 @@ double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<
     const int64_t s = step.stage, i = step.action.micro;
     Slot& slot = slots[s][i];
     const Device dev = devices_[s];
+    std::optional<profile::Scope> span;
+    action_scope(span, s, step.action);
     if (step.action.forward) {
       slot.in = s == 0 ? inputs[i].to(dev) : slot.arrived_input;
       slot.arrived_input = Tensor();
@@ -232,12 +244,16 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
   double total = 0.0, waited_s = 0.0;
   const auto start = std::chrono::steady_clock::now();
   const auto timed_wait = [&](dist::Work& w) {
+    std::optional<profile::Scope> span;
+    if (profile::scopes_active()) span.emplace("pipeline wait", "pipeline");
     const auto t0 = std::chrono::steady_clock::now();
     w.wait();
     waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   for (const PipelineAction& a : pipeline_actions(schedule_, s, stages, m)) {
     const int64_t i = a.micro;
+    std::optional<profile::Scope> span;
+    action_scope(span, s, a);
     if (a.forward) {
       if (s == 0) {
         in[i] = inputs[i].to(dev);

@@ -9,6 +9,7 @@
 #include "tessera/nn/layers.h"
 #include "tessera/nn/optim.h"
 #include "tessera/nn/pipeline.h"
+#include "tessera/profiler.h"
 
 using namespace tessera;
 using namespace tessera::test;
@@ -96,6 +97,28 @@ TEST_CASE("a two-stage pipeline's loss and gradients equal the whole model's on 
   Pipeline pipe({s.first, s.second}, devs, PipelineSchedule::gpipe, 3);
   TESSERA_CHECK_THROWS_WITH(pipe.train_step(x, y, mse), "pipeline: input batch 16 does not divide into 3 micro-batches");
   TESSERA_CHECK_THROWS_WITH(Pipeline({s.first}, devs, PipelineSchedule::gpipe, 2), "pipeline: 1 stages but 2 devices");
+}
+
+TEST_CASE("a profiled pipeline step shows each stage's actions in schedule order") {
+  const Tensor x = make_input({8, 8}, DType::f32, 3), y = make_input({8, 4}, DType::f32, 4);
+  Split s = make_split(8, 16, 4);
+  Pipeline pipe({s.first, s.second}, stage_devices(), PipelineSchedule::one_f_one_b, 4);
+  profile::start();
+  (void)pipe.train_step(x, y, [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); });
+  const profile::Trace trace = profile::stop();
+  std::vector<std::string> stage0, stage1;
+  std::vector<const profile::Span*> spans;
+  for (const profile::Span& span : trace.spans) {
+    if (span.category == "pipeline") spans.push_back(&span);
+  }
+  std::sort(spans.begin(), spans.end(), [](const profile::Span* a, const profile::Span* b) { return a->begin_ns < b->begin_ns; });
+  for (const profile::Span* span : spans) {
+    if (span->name.rfind("pipeline stage 0 ", 0) == 0) stage0.push_back(span->name.substr(17));
+    if (span->name.rfind("pipeline stage 1 ", 0) == 0) stage1.push_back(span->name.substr(17));
+  }
+  // 1F1B, 2 stages, 4 micro-batches: stage 0 warms up with two forwards, stage 1 alternates.
+  CHECK(stage0 == std::vector<std::string>{"F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"});
+  CHECK(stage1 == std::vector<std::string>{"F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"});
 }
 
 TEST_CASE("1F1B holds at most half of GPipe's step memory at 8 micro-batches") {

@@ -23,8 +23,8 @@ struct CheckpointParts {
   /** Sharded training: the (gathered) states saved in place of model->state_dict() and
    *  optimizer->state_dict(), and how a loaded state goes back in place of their
    *  load_state_dict(). Empty: the model's and optimizer's own. */
-  std::function<StateDict()> model_state, optimizer_state;
-  std::function<void(const StateDict&)> load_model_state, load_optimizer_state;
+  std::function<StateDict()> model_state = {}, optimizer_state = {};  // "= {}": CheckpointParts{&model} stays warning-free
+  std::function<void(const StateDict&)> load_model_state = {}, load_optimizer_state = {};
 };
 
 struct CheckpointInfo {
