@@ -9,6 +9,7 @@
 
 #include "tessera/backend/modules.h"
 #include "tessera/error.h"
+#include "tessera/ops/creation.h"
 #include "tessera_build_config.h"
 
 namespace tessera::dist {
@@ -163,6 +164,18 @@ std::unique_ptr<Work> ProcessGroup::recv(Tensor t, int src, int tag) {
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   (void)color, (void)key;
   throw NotImplemented(tessera::detail::concat("split: the ", backend(), " process group has no subgroups"));
+}
+
+double mean_over_ranks(ProcessGroup& group, double value) {
+  Tensor t = full({1}, value, DType::f64, kCPU);
+  group.all_reduce(t, ReduceOp::mean)->wait();
+  return t.item<double>();
+}
+
+bool any_rank(ProcessGroup& group, bool flag) {
+  Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32, kCPU);
+  group.all_reduce(t, ReduceOp::max)->wait();
+  return t.item<int32_t>() != 0;
 }
 
 void all_reduce(Tensor t, ReduceOp op) { default_group().all_reduce(std::move(t), op)->wait(); }

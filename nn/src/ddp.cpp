@@ -170,17 +170,8 @@ bool DistributedDataParallel::replicas_equal() {
   return hi.item<double>() == lo.item<double>();
 }
 
-double DistributedDataParallel::mean_over_ranks(double value) {
-  Tensor t = full({1}, value, DType::f64, kCPU);
-  state_->group.all_reduce(t, dist::ReduceOp::mean)->wait();
-  return t.item<double>();
-}
-
-bool DistributedDataParallel::any_rank(bool flag) {
-  Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32, kCPU);
-  state_->group.all_reduce(t, dist::ReduceOp::max)->wait();
-  return t.item<int32_t>() != 0;
-}
+double DistributedDataParallel::mean_over_ranks(double value) { return dist::mean_over_ranks(state_->group, value); }
+bool DistributedDataParallel::any_rank(bool flag) { return dist::any_rank(state_->group, flag); }
 
 DistributedSampler::DistributedSampler(int64_t size, int rank, int world_size, bool shuffle, uint64_t seed, bool drop_last)
     : size_(size), rank_(rank), world_(world_size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed) {

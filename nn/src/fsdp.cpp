@@ -494,17 +494,8 @@ void FullyShardedDataParallel::barrier() { state_->group.barrier(); }
 const FsdpStats& FullyShardedDataParallel::stats() const { return state_->stats; }
 void FullyShardedDataParallel::reset_stats() { state_->stats = {}; }
 
-double FullyShardedDataParallel::mean_over_ranks(double value) {
-  Tensor t = full({1}, value, DType::f64, kCPU);
-  state_->group.all_reduce(t, dist::ReduceOp::mean)->wait();
-  return t.item<double>();
-}
-
-bool FullyShardedDataParallel::any_rank(bool flag) {
-  Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32, kCPU);
-  state_->group.all_reduce(t, dist::ReduceOp::max)->wait();
-  return t.item<int32_t>() != 0;
-}
+double FullyShardedDataParallel::mean_over_ranks(double value) { return dist::mean_over_ranks(state_->group, value); }
+bool FullyShardedDataParallel::any_rank(bool flag) { return dist::any_rank(state_->group, flag); }
 
 std::vector<std::shared_ptr<Module>> default_fsdp_units(Module& model) {
   if (auto* gpt = dynamic_cast<GPT*>(&model)) return {gpt->blocks.begin(), gpt->blocks.end()};

@@ -10,6 +10,12 @@ void expect(bool ok, const std::string& what);
 double max_abs_diff(const tessera::Tensor& a, const tessera::Tensor& b);
 /** True when `t` holds the same bits on every rank (its max and min over the ranks agree). */
 bool same_on_every_rank(tessera::dist::ProcessGroup& pg, const tessera::Tensor& t);
+/** `rows` random windows of `context` + 1 tokens below `vocab` (seeded: the same on every rank):
+ *  inputs x [rows, context] and next-token targets y. */
+struct TokenBatch {
+  tessera::Tensor x, y;
+};
+TokenBatch token_batch(int64_t vocab, int64_t rows, int64_t context, tessera::Device dev, uint64_t seed = 3);
 
 void check_fsdp(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_fsdp_memory(tessera::dist::ProcessGroup& pg, tessera::Device dev);

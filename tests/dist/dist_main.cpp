@@ -34,6 +34,11 @@ void expect(bool ok, const std::string& what) {
   std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
 }
 double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(sub(a.to(kCPU, DType::f64), b.to(kCPU, DType::f64)))).item<double>(); }
+TokenBatch token_batch(int64_t vocab, int64_t rows, int64_t context, Device dev, uint64_t seed) {
+  manual_seed(seed);
+  const Tensor tokens = randint(0, vocab, {rows, context + 1}, DType::i64, dev);
+  return {tokens.narrow(1, 0, context).contiguous(), tokens.narrow(1, 1, context).contiguous()};
+}
 bool same_on_every_rank(dist::ProcessGroup& pg, const Tensor& t) {
   Tensor hi = t.detach().clone(), lo = t.detach().clone();
   pg.all_reduce(hi, dist::ReduceOp::max)->wait();
@@ -426,9 +431,7 @@ void check_pipeline_gpt(dist::ProcessGroup& pg, Device dev) {
   const auto ce = [&](const Tensor& logits, const Tensor& target) {
     return cross_entropy(logits.reshape({logits.size(0) * logits.size(1), cfg.vocab}), target.reshape({target.numel()}));
   };
-  manual_seed(3);
-  const Tensor tokens = randint(0, cfg.vocab, {8, 9}, DType::i64, dev);
-  const Tensor x = tokens.narrow(1, 0, 8).contiguous(), y = tokens.narrow(1, 1, 8).contiguous();
+  const auto [x, y] = token_batch(cfg.vocab, 8, cfg.context, dev);
   double worst = 0.0, first = 0.0, last = 0.0;
   for (int step = 0; step < 50; ++step) {
     whole_opt.zero_grad(), stage_opt.zero_grad();

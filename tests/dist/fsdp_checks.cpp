@@ -35,9 +35,7 @@ void check_fsdp(dist::ProcessGroup& pg, Device dev) {
   o.lr = 5e-3;
   nn::Adam ref_opt(reference->parameters(), o), opt(fsdp.parameters(), o);
   const int64_t rows = 2;
-  manual_seed(3);
-  const Tensor tokens = randint(0, cfg.vocab, {rows * w, cfg.context + 1}, DType::i64, dev);
-  const Tensor x = tokens.narrow(1, 0, cfg.context).contiguous(), y = tokens.narrow(1, 1, cfg.context).contiguous();
+  const auto [x, y] = token_batch(cfg.vocab, rows * w, cfg.context, dev);
   const Tensor x_mine = x.narrow(0, rows * r, rows).contiguous(), y_mine = y.narrow(0, rows * r, rows).contiguous();
   const auto sharded_step = [&] {
     opt.zero_grad();
@@ -136,8 +134,7 @@ void check_fsdp_memory(dist::ProcessGroup& pg, Device dev) {
   const auto peak = [&](bool sharded) {
     manual_seed(5);
     auto gpt = std::make_shared<nn::GPT>(cfg, nn::Placement{DType::f32, dev});
-    const Tensor tokens = randint(0, cfg.vocab, {2, cfg.context + 1}, DType::i64, dev);
-    const Tensor x = tokens.narrow(1, 0, cfg.context).contiguous(), y = tokens.narrow(1, 1, cfg.context).contiguous();
+    const auto [x, y] = token_batch(cfg.vocab, 2, cfg.context, dev, 5);
     nn::OptimOptions o;
     o.lr = 1e-3;
     std::unique_ptr<nn::FullyShardedDataParallel> fsdp;

@@ -24,9 +24,7 @@ void check_tensor_parallel_gpt(dist::ProcessGroup& pg, Device dev) {
   nn::OptimOptions o;
   o.lr = 5e-3;
   nn::Adam whole_opt(whole.parameters(), o), split_opt(split.parameters(), o);
-  manual_seed(3);
-  const Tensor tokens = randint(0, cfg.vocab, {4, cfg.context + 1}, DType::i64, dev);
-  const Tensor x = tokens.narrow(1, 0, cfg.context).contiguous(), y = tokens.narrow(1, 1, cfg.context).contiguous();
+  const auto [x, y] = token_batch(cfg.vocab, 4, cfg.context, dev);
   double worst = 0.0, first = 0.0, last = 0.0;
   for (int step = 0; step < 50; ++step) {
     whole_opt.zero_grad(), split_opt.zero_grad();
@@ -83,9 +81,7 @@ void check_pipeline_tensor_parallel_gpt(dist::ProcessGroup& pg, Device dev) {
   const auto split_ce = [&](const Tensor& logits, const Tensor& target) {
     return nn::tp::vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}), *tp);
   };
-  manual_seed(3);
-  const Tensor tokens = randint(0, cfg.vocab, {8, cfg.context + 1}, DType::i64, dev);
-  const Tensor x = tokens.narrow(1, 0, cfg.context).contiguous(), y = tokens.narrow(1, 1, cfg.context).contiguous();
+  const auto [x, y] = token_batch(cfg.vocab, 8, cfg.context, dev);
   double worst = 0.0, first = 0.0, last = 0.0;
   for (int step = 0; step < 50; ++step) {
     whole_opt.zero_grad(), stage_opt.zero_grad();

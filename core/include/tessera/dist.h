@@ -94,6 +94,11 @@ ProcessGroup& default_group();
 void set_collective_timeout(std::chrono::milliseconds timeout);
 std::chrono::milliseconds collective_timeout();
 
+/** The mean of `value` over the ranks of `group` (a collective; the same result on every rank). */
+double mean_over_ranks(ProcessGroup& group, double value);
+/** True on every rank when `flag` is true on any rank of `group` (a collective). */
+bool any_rank(ProcessGroup& group, bool flag);
+
 /** Synchronous conveniences on the default group. */
 void all_reduce(Tensor t, ReduceOp op = ReduceOp::sum);
 void broadcast(Tensor t, int root = 0);

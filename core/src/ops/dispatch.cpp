@@ -42,6 +42,12 @@ void run_kernel(OpId op, Device device, std::span<const Tensor> inputs, std::spa
       if (t.defined() && t.device() != device) {
         throw Error(concat(name, ": expected all tensors on ", device.str(), ", got one on ", t.device().str()));
       }
+      // Checked here, on the calling thread: a kernel's worker threads cannot report it.
+      if (t.defined() && t.storage()->released()) {
+        throw Error(concat(name, ": the storage of its ", shape_str(t.shape()), " ", t.dtype(), " operand on ", t.device().str(),
+                           " was released (a fully sharded parameter read outside its module's forward or backward: call the module "
+                           "through operator() or Module::call so its parameters are gathered)"));
+      }
     }
   }
   Backend& backend = backend_for_device(device, name);
