@@ -54,6 +54,7 @@ class FullyShardedDataParallel {
   struct State;
   FullyShardedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group, std::vector<std::shared_ptr<Module>> units,
                            FsdpOptions options = {});
+  /** The module stays sharded (its weights released): take full_state_dict() first to keep them. */
   ~FullyShardedDataParallel();
   FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
   FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
