@@ -111,6 +111,20 @@ void action_scope(std::optional<profile::Scope>& span, int64_t stage, const Pipe
   if (profile::scopes_active()) span.emplace(detail::concat("pipeline stage ", stage, a.forward ? " F" : " B", a.micro), "pipeline");
 }
 
+// What travels between ranked stages, by tag.
+enum Tag { kHeader = 0, kActivation = 1, kGradient = 2, kTied = 3 };
+
+// A boundary activation from stage `src`: its header (rank, dtype, shape), then the tensor.
+Tensor receive_activation(dist::ProcessGroup& g, int src, Device dev, const std::function<void(dist::Work&)>& wait) {
+  Tensor h = empty({10}, DType::i64);
+  wait(*g.recv(h, src, kHeader));
+  const auto hv = h.to_vector<int64_t>();
+  const Shape shape(hv.begin() + 2, hv.begin() + 2 + hv[0]);
+  Tensor x = empty(shape, static_cast<DType>(hv[1]), dev);
+  wait(*g.recv(x, src, kActivation));
+  return x;
+}
+
 // The last stage's loss of one micro-batch, scaled by 1/M for its backward; its value is added
 // to `total`.
 Tensor scaled_loss(const PipelineLoss& loss, const Tensor& output, const Tensor& target, int64_t m, double& total) {
@@ -238,7 +252,6 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
   const Device dev = devices_[0];
   const Simulation sim = simulate(schedule_, stages, m);
   stats_ = {stages, m, sim.bubble, sim.peak_in_flight, {}, 0.0};
-  enum Tag { kHeader = 0, kActivation = 1, kGradient = 2, kTied = 3 };
   std::vector<std::unique_ptr<dist::Work>> sends;  // waited at the end: their buffers stay alive
   std::vector<Tensor> in(m), out(m);
   double total = 0.0, waited_s = 0.0;
@@ -258,12 +271,7 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
       if (s == 0) {
         in[i] = inputs[i].to(dev);
       } else {
-        Tensor h = empty({10}, DType::i64);
-        timed_wait(*g.recv(h, static_cast<int>(s - 1), kHeader));
-        const auto hv = h.to_vector<int64_t>();
-        const Shape shape(hv.begin() + 2, hv.begin() + 2 + hv[0]);
-        in[i] = empty(shape, static_cast<DType>(hv[1]), dev);
-        timed_wait(*g.recv(in[i], static_cast<int>(s - 1), kActivation));
+        in[i] = receive_activation(g, static_cast<int>(s - 1), dev, timed_wait);
         in[i].set_requires_grad();
       }
       const Tensor y = stages_[0]->forward(in[i]);
@@ -301,6 +309,53 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
   g.broadcast(mean_loss, static_cast<int>(stages - 1))->wait();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.measured_idle_fraction = wall > 0.0 ? waited_s / wall : 0.0;
+  return mean_loss.item<double>();
+}
+
+double Pipeline::evaluate(const Tensor& input, const Tensor& target, const PipelineLoss& loss) {
+  TESSERA_CHECK(static_cast<bool>(loss), "pipeline", "evaluate needs a loss function");
+  const std::vector<Tensor> inputs = micro_split(input, micro_batches_, "input");
+  const std::vector<Tensor> targets = micro_split(target, micro_batches_, "target");
+  const NoGradGuard no_grad;
+  std::vector<bool> training;
+  for (const ModulePtr& stage : stages_) training.push_back(stage->is_training()), stage->eval();
+  struct Restore {
+    const std::vector<ModulePtr>& stages;
+    const std::vector<bool>& was;
+    ~Restore() {
+      for (size_t k = 0; k < stages.size(); ++k) stages[k]->train(was[k]);
+    }
+  } const restore{stages_, training};
+  const auto m = static_cast<int64_t>(inputs.size());
+  double total = 0.0;
+  if (!group_) {
+    for (int64_t i = 0; i < m; ++i) {
+      Tensor x = inputs[i];
+      for (size_t k = 0; k < stages_.size(); ++k) x = stages_[k]->forward(x.to(devices_[k]));
+      total += loss(x, targets[i].to(x.device())).item<double>();
+    }
+    return total / static_cast<double>(m);
+  }
+  // Ranked: every micro-batch forward through the stages in order, the loss on the last one.
+  dist::ProcessGroup& g = *group_;
+  const int64_t s = g.rank(), stages = g.world_size();
+  const Device dev = devices_[0];
+  std::vector<std::unique_ptr<dist::Work>> sends;
+  std::vector<Tensor> sent;  // alive until their sends complete
+  for (int64_t i = 0; i < m; ++i) {
+    const Tensor x = s == 0 ? inputs[i].to(dev) : receive_activation(g, static_cast<int>(s - 1), dev, [](dist::Work& w) { w.wait(); });
+    const Tensor y = stages_[0]->forward(x);
+    if (s == stages - 1) {
+      total += loss(y, targets[i].to(dev)).item<double>();
+    } else {
+      sent.push_back(header_of(y)), sent.push_back(y.contiguous());
+      sends.push_back(g.send(sent[sent.size() - 2], static_cast<int>(s + 1), kHeader));
+      sends.push_back(g.send(sent.back(), static_cast<int>(s + 1), kActivation));
+    }
+  }
+  for (auto& w : sends) w->wait();
+  Tensor mean_loss = from_vector<double>({total / static_cast<double>(m)}, {1});
+  g.broadcast(mean_loss, static_cast<int>(stages - 1))->wait();
   return mean_loss.item<double>();
 }
 

@@ -331,9 +331,12 @@ void check_pipeline(dist::ProcessGroup& pg, Device dev) {
                : nn::ModulePtr(copy);
     std::shared_ptr<dist::ProcessGroup> group(&pg, [](dist::ProcessGroup*) {});
     nn::Pipeline pipe(stage, group, dev, sched, 4);
+    const double evaluated = pipe.evaluate(x, y, mse);
     const double loss = pipe.train_step(x, y, mse);
     const std::string name = nn::pipeline_schedule_name(sched);
     expect(std::abs(loss - ref.item<double>()) <= 1e-5 * std::abs(ref.item<double>()), name + ": pipeline loss equals the whole model's");
+    expect(std::abs(evaluated - ref.item<double>()) <= 1e-5 * std::abs(ref.item<double>()),
+           name + ": evaluate() gives the whole model's loss");
     const nn::Linear& want = r == 0 ? *l1 : *l2;
     expect(max_abs_diff(copy->weight.grad(), want.weight.grad()) <= 1e-6, name + ": stage weight gradient");
     expect(max_abs_diff(copy->bias.grad(), want.bias.grad()) <= 1e-6, name + ": stage bias gradient");

@@ -74,6 +74,9 @@ TEST_CASE("a two-stage pipeline's loss and gradients equal the whole model's on 
     const Tensor ref_loss = mse(s.whole->forward(x), y);
     ref_loss.backward();
     Pipeline pipe({s.first, s.second}, devs, sched, 4);
+    CHECK(pipe.evaluate(x, y, mse) == doctest::Approx(ref_loss.item<double>()).epsilon(1e-5));  // forward only
+    CHECK(s.first->is_training());                                                              // evaluate() restores the stages' mode
+    CHECK_FALSE(pipe.parameters()[0].grad().defined());
     const double loss = pipe.train_step(x, y, mse);
     CHECK(loss == doctest::Approx(ref_loss.item<double>()).epsilon(1e-5));
     const std::vector<Tensor> want = s.whole->parameters(), got = pipe.parameters();

@@ -62,6 +62,9 @@ class Pipeline {
    * loss, on every rank.
    */
   double train_step(const Tensor& input, const Tensor& target, const PipelineLoss& loss);
+  /** The batch's mean loss without gradients (evaluation: the stages in eval mode meanwhile): the
+   *  same micro-batches forward through the stages, the loss on the last; on every rank. */
+  double evaluate(const Tensor& input, const Tensor& target, const PipelineLoss& loss);
 
   /**
    * Declares that parameter `a` of stage `stage_a` and `b` of stage `stage_b` (by name) are one weight (a
