@@ -1,5 +1,7 @@
 #include "tessera/nn/ddp.h"
 
+#include "sharding.h"
+
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -65,11 +67,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   State& s = *state_;
   s.params = module_->parameters();
   if (options.broadcast_parameters) {
-    NoGradGuard no_grad;
-    std::vector<std::unique_ptr<dist::Work>> works;
-    for (const Tensor& p : s.params) works.push_back(group.broadcast(p.detach(), 0));
-    for (const auto& [name, b] : module_->named_buffers()) works.push_back(group.broadcast(b.detach(), 0));
-    for (auto& w : works) w->wait();
+    std::vector<Tensor> all = s.params;
+    for (const auto& [name, b] : module_->named_buffers()) all.push_back(b);
+    detail::broadcast_tensors(group, all);
   }
   // Buckets in reverse registration order (roughly the order backward produces gradients),
   // each of one device and dtype, closed when it would pass bucket_bytes.

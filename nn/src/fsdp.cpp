@@ -1,10 +1,11 @@
 #include "tessera/nn/fsdp.h"
 
+#include "sharding.h"
+
 #include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <deque>
 #include <map>
+#include <set>
 #include <tuple>
 #include <optional>
 #include <string>
@@ -41,12 +42,6 @@ struct PendingReduce {
   Tensor grads, out;
   std::unique_ptr<dist::Work> work;
 };
-
-std::vector<int64_t> contiguous_strides(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
-}
 }  // namespace
 
 struct FullyShardedDataParallel::State {
@@ -57,7 +52,7 @@ struct FullyShardedDataParallel::State {
   std::vector<std::vector<size_t>> of_group;  // optimizer group -> its flats (the optimizer's order)
   std::vector<OptimOptions> group_options;
   std::vector<size_t> order, last_order;  // units in the order this (the last) forward ran them
-  std::deque<PendingReduce> reduces;
+  std::optional<PendingReduce> pending;   // the last flat's reduce-scatter, completed when the next is issued
   FsdpStats stats;
   int pinned = 0;  // live summon_full_params() guards: nothing is released meanwhile
 
@@ -112,11 +107,13 @@ struct FullyShardedDataParallel::State {
     if (pos >= 0 && pos < static_cast<std::ptrdiff_t>(in.size())) issue(in[static_cast<size_t>(pos)], true);
   }
 
-  void complete(PendingReduce& r) {
-    r.work->wait();
-    Flat& flat = flats[r.flat];
+  void finish_pending() {
+    if (!pending) return;
+    pending->work->wait();
+    Flat& flat = flats[pending->flat];
     const Tensor old = flat.local.grad();
-    flat.local.set_grad(old.defined() ? add(old, r.out) : r.out);
+    flat.local.set_grad(old.defined() ? add(old, pending->out) : pending->out);
+    pending.reset();
   }
   // The flat's gradients (zeros where none arrived) reduce-scattered; the full gradients and, for
   // a block, the gathered parameters are freed: every node that read them has run once each
@@ -124,18 +121,13 @@ struct FullyShardedDataParallel::State {
   void reduce(size_t f) {
     NoGradGuard no_grad;
     Flat& flat = flats[f];
-    std::vector<Tensor> parts;
-    for (const Tensor& p : flat.params) {
-      parts.push_back((p.grad().defined() ? p.grad() : zeros(p.shape(), p.dtype(), p.device())).reshape({-1}));
-      p.set_grad(Tensor());
-    }
-    const int64_t padded = flat.shard * group.world_size();
-    if (padded > flat.numel) parts.push_back(zeros({padded - flat.numel}, flat.local.dtype(), flat.local.device()));
-    PendingReduce r{f, cat(parts, 0), empty({flat.shard}, flat.local.dtype(), flat.local.device()), nullptr};
+    PendingReduce r{f, detail::flatten_padded(flat.params, true, flat.shard * group.world_size()),
+                    empty({flat.shard}, flat.local.dtype(), flat.local.device()), nullptr};
+    for (const Tensor& p : flat.params) p.set_grad(Tensor());
     r.work = group.reduce_scatter(r.out, r.grads, options.reduce);
     ++stats.reduce_scatters;
-    reduces.push_back(std::move(r));
-    while (reduces.size() > 1) complete(reduces.front()), reduces.pop_front();  // one flat's full gradients in flight
+    finish_pending();  // one flat's full gradients in flight besides the new one
+    pending = std::move(r);
     std::fill(flat.got.begin(), flat.got.end(), false);
     if (flat.unit != 0) release_flat(f);
   }
@@ -179,11 +171,10 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
       }
     }
   }
-  std::map<const TensorImpl*, bool> seen;
+  std::set<const TensorImpl*> seen;
   std::map<std::pair<size_t, size_t>, size_t> flat_of;  // (unit, group) -> flat
   for (const Tensor& p : all) {
-    if (seen[p.impl_ptr().get()]) continue;
-    seen[p.impl_ptr().get()] = true;
+    if (!seen.insert(p.impl_ptr().get()).second) continue;
     const auto git = group_of.find(p.impl_ptr().get());
     TESSERA_CHECK(git != group_of.end(), "FullyShardedDataParallel", "a parameter of shape ", shape_str(p.shape()),
                   " is in none of FsdpOptions::param_groups");
@@ -195,15 +186,10 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
     flat.params.push_back(p);
     flat.index.push_back(git->second.second);
   }
-  TESSERA_CHECK(
-      seen.size() >= unit_of.size() &&
-          [&] {
-            for (const auto& [impl, u] : unit_of) {
-              if (!seen.count(impl)) return false;
-            }
-            return true;
-          }(),
-      "FullyShardedDataParallel", "a unit's parameters are not parameters of the wrapped module (pass sub-modules of it)");
+  for (const auto& [impl, u] : unit_of) {
+    TESSERA_CHECK(seen.count(impl), "FullyShardedDataParallel",
+                  "a unit's parameters are not parameters of the wrapped module (pass sub-modules of it)");
+  }
   TESSERA_CHECK(seen.size() == group_of.size(), "FullyShardedDataParallel",
                 "FsdpOptions::param_groups holds parameters the wrapped module does not have");
   // Flats by unit, then group: the order of parameters(), the same on every rank.
@@ -217,7 +203,6 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
     Flat& flat = flats[f];
     of_unit[flat.unit].push_back(f);
     of_group[flat.group].push_back(f);
-    std::vector<Tensor> parts;
     const Tensor& first = flat.params.front();
     for (const Tensor& p : flat.params) {
       TESSERA_CHECK(p.dtype() == first.dtype() && p.device() == first.device(), "FullyShardedDataParallel", "unit ",
@@ -226,12 +211,10 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
       TESSERA_CHECK(is_floating(p.dtype()), "FullyShardedDataParallel", "expected floating parameters, got ", p.dtype());
       flat.offsets.push_back(flat.numel);
       flat.numel += p.numel();
-      parts.push_back(p.detach().contiguous().reshape({-1}));
     }
     flat.got.assign(flat.params.size(), false);
     flat.shard = (flat.numel + world - 1) / world;
-    if (flat.shard * world > flat.numel) parts.push_back(zeros({flat.shard * world - flat.numel}, first.dtype(), first.device()));
-    flat.full = cat(parts, 0);
+    flat.full = detail::flatten_padded(flat.params, false, flat.shard * world);
     flat.local = flat.full.narrow(0, flat.shard * group.rank(), flat.shard).clone().set_requires_grad();
     // In place, as Module::to(): the module (and anything holding these tensors) reads the views.
     for (size_t k = 0; k < flat.params.size(); ++k) {
@@ -283,11 +266,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> modul
   TESSERA_CHECK(module_ != nullptr, "FullyShardedDataParallel", "no module");
   TESSERA_CHECK(!module_->parameters().empty(), "FullyShardedDataParallel", "the module has no parameters");
   if (state_->options.broadcast_parameters) {
-    NoGradGuard no_grad;
-    std::vector<std::unique_ptr<dist::Work>> works;
-    for (const Tensor& p : module_->parameters()) works.push_back(group.broadcast(p.detach(), 0));
-    for (const auto& [name, b] : module_->named_buffers()) works.push_back(group.broadcast(b.detach(), 0));
-    for (auto& w : works) w->wait();
+    std::vector<Tensor> all = module_->parameters();
+    for (const auto& [name, b] : module_->named_buffers()) all.push_back(b);
+    detail::broadcast_tensors(group, all);
   }
   state_->build(*module_, units);
   state_->register_hooks(state_, units);
@@ -326,7 +307,7 @@ void FullyShardedDataParallel::finish_gradient_sync() {
   for (size_t f = 0; f < s.flats.size(); ++f) {
     if (std::any_of(s.flats[f].got.begin(), s.flats[f].got.end(), [](bool g) { return g; })) s.reduce(f);
   }
-  while (!s.reduces.empty()) s.complete(s.reduces.front()), s.reduces.pop_front();
+  s.finish_pending();
   for (size_t f = 0; f < s.flats.size(); ++f) s.release_flat(f);
 }
 
@@ -389,30 +370,6 @@ void FullyShardedDataParallel::load_full_state_dict(const StateDict& state) {
   }
 }
 
-namespace {
-struct StateKey {
-  size_t group = 0, param = 0;
-  std::string name;
-};
-// "state.<g>.<p>.<name>", or nullopt for any other key.
-std::optional<StateKey> parse_state_key(const std::string& key) {
-  if (key.rfind("state.", 0) != 0) return std::nullopt;
-  StateKey k;
-  const char* at = key.data() + 6;
-  const char* end = key.data() + key.size();
-  for (size_t* v : {&k.group, &k.param}) {
-    const auto [next, ec] = std::from_chars(at, end, *v);
-    if (ec != std::errc() || next == end || *next != '.') return std::nullopt;
-    at = next + 1;
-  }
-  k.name.assign(at, end);
-  return k;
-}
-std::string state_key(size_t group, size_t param, const std::string& name) {
-  return "state." + std::to_string(group) + "." + std::to_string(param) + "." + name;
-}
-}  // namespace
-
 // The optimizer's groups must be param_groups(): the same shards, in order.
 static void check_sharded_optimizer(const Optimizer& optimizer, const std::vector<ParamGroup>& want) {
   const auto& groups = optimizer.param_groups();
@@ -431,7 +388,7 @@ StateDict FullyShardedDataParallel::optimizer_state_dict(const Optimizer& optimi
   NoGradGuard no_grad;
   StateDict out;
   for (const auto& [key, t] : optimizer.state_dict()) {  // sorted: every rank gathers in the same order
-    const auto k = parse_state_key(key);
+    const auto k = detail::parse_optimizer_state_key(key);
     if (!k) {
       out[key] = t;
       continue;
@@ -440,7 +397,7 @@ StateDict FullyShardedDataParallel::optimizer_state_dict(const Optimizer& optimi
     Tensor all = empty({flat.shard * s.group.world_size()}, t.dtype(), t.device());
     s.group.all_gather(all, t.contiguous())->wait();
     for (size_t i = 0; i < flat.params.size(); ++i) {
-      out[state_key(k->group, flat.index[i], k->name)] =
+      out[detail::optimizer_state_key(k->group, flat.index[i], k->name)] =
           all.narrow(0, flat.offsets[i], flat.params[i].numel()).reshape(flat.params[i].shape()).clone();
     }
   }
@@ -461,7 +418,7 @@ void FullyShardedDataParallel::load_optimizer_state_dict(Optimizer& optimizer, c
   StateDict mine;
   std::map<std::string, Tensor> whole;  // the sharded optimizer's key -> the flat's whole state
   for (const auto& [key, t] : state) {
-    const auto k = parse_state_key(key);
+    const auto k = detail::parse_optimizer_state_key(key);
     if (!k) {
       mine[key] = t;
       continue;
@@ -473,14 +430,14 @@ void FullyShardedDataParallel::load_optimizer_state_dict(Optimizer& optimizer, c
     const Flat& flat = s.flats[s.of_group[k->group][j]];
     TESSERA_CHECK(t.shape() == flat.params[i].shape(), "FullyShardedDataParallel load_optimizer_state_dict", "state '", key, "' has shape ",
                   shape_str(t.shape()), ", expected ", shape_str(flat.params[i].shape()));
-    Tensor& dst_all = whole[state_key(k->group, j, k->name)];
+    Tensor& dst_all = whole[detail::optimizer_state_key(k->group, j, k->name)];
     const DType dt = flat.local.dtype() == DType::f16 || flat.local.dtype() == DType::bf16 ? DType::f32 : flat.local.dtype();
     if (!dst_all.defined()) dst_all = zeros({flat.shard * s.group.world_size()}, dt, flat.local.device());
     Tensor dst = dst_all.narrow(0, flat.offsets[i], t.numel());
     dst.copy_(t.reshape({-1}));
   }
   for (const auto& [key, t] : whole) {
-    const auto k = parse_state_key(key);
+    const auto k = detail::parse_optimizer_state_key(key);
     const Flat& flat = s.flats[s.of_group[k->group][k->param]];
     mine[key] = t.narrow(0, flat.shard * s.group.rank(), flat.shard).clone();
   }

@@ -1,6 +1,6 @@
 #include "tessera/nn/optim.h"
 
-#include <charconv>
+#include "sharding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,7 +28,7 @@ void Optimizer::zero_grad() {
 }
 
 Tensor& Optimizer::state(size_t g, size_t p, const std::string& key) {
-  const std::string k = "state." + std::to_string(g) + "." + std::to_string(p) + "." + key;
+  const std::string k = detail::optimizer_state_key(g, p, key);
   auto it = state_.find(k);
   if (it == state_.end()) {
     const Tensor& param = groups_[g].params[p];
@@ -49,7 +49,7 @@ Tensor& Optimizer::master_weights(size_t g, size_t p) {
 }
 
 bool Optimizer::has_state(size_t g, size_t p, const std::string& key) const {
-  return state_.count("state." + std::to_string(g) + "." + std::to_string(p) + "." + key) > 0;
+  return state_.count(detail::optimizer_state_key(g, p, key)) > 0;
 }
 
 StateDict Optimizer::state_dict() const {
@@ -66,15 +66,9 @@ void Optimizer::load_state_dict(const StateDict& state) {
   for (const auto& [k, t] : state) {
     if (k.rfind("state.", 0) != 0) continue;
     // state.<g>.<p>.<key>: the slot must exist and have the parameter's shape.
-    const size_t a = k.find('.', 6), b = a == std::string::npos ? a : k.find('.', a + 1);
-    TESSERA_CHECK(b != std::string::npos, "optimizer load_state_dict", "malformed key '", k, "'");
-    auto index = [&key = k](size_t from, size_t to) {  // (clang 15 cannot capture a structured binding)
-      size_t v = 0;
-      const auto [end, ec] = std::from_chars(key.data() + from, key.data() + to, v);
-      TESSERA_CHECK(to > from && ec == std::errc() && end == key.data() + to, "optimizer load_state_dict", "malformed key '", key, "'");
-      return v;
-    };
-    const size_t g = index(6, a), p = index(a + 1, b);
+    const auto parsed = detail::parse_optimizer_state_key(k);
+    TESSERA_CHECK(parsed.has_value(), "optimizer load_state_dict", "malformed key '", k, "'");
+    const size_t g = parsed->group, p = parsed->param;
     TESSERA_CHECK(g < groups_.size() && p < groups_[g].params.size(), "optimizer load_state_dict", "key '", k,
                   "' refers to a parameter this optimizer does not have");
     const Tensor& param = groups_[g].params[p];

@@ -3,16 +3,14 @@
 // transports: tensor copies between this process's devices, send/recv between ranks.
 #include "tessera/nn/pipeline.h"
 
-#include <optional>
-
-#include "tessera/profiler.h"
-
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "tessera/autograd.h"
 #include "tessera/error.h"
+#include "tessera/profiler.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/shape_ops.h"

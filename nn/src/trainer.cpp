@@ -141,10 +141,13 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
   precision_ = o.precision;
   scaler_ = o.scaler;
   fsdp_ = o.fsdp;
-  // The figures every rank reports alike, and who writes checkpoints.
-  const auto over_ranks = [&](double v) { return o.ddp ? o.ddp->mean_over_ranks(v) : o.fsdp ? o.fsdp->mean_over_ranks(v) : v; };
+  // Under DDP or FSDP: the data-parallel wrapper's collectives (the figures every rank reports
+  // alike, agreed decisions); the rank 0 writes checkpoints (under FSDP every rank gathers first).
+  const bool parallel = o.ddp || o.fsdp;
+  const auto over_ranks = [&](double v) { return o.ddp ? o.ddp->mean_over_ranks(v) : o.fsdp->mean_over_ranks(v); };
+  const auto any_rank = [&](bool flag) { return o.ddp ? o.ddp->any_rank(flag) : o.fsdp->any_rank(flag); };
   const int world = o.ddp ? o.ddp->world_size() : o.fsdp ? o.fsdp->world_size() : 1;
-  const bool writer = o.ddp ? o.ddp->rank() == 0 : true;  // under FSDP every rank gathers, rank 0 writes
+  const bool writer = o.ddp ? o.ddp->rank() == 0 : true;
   std::unique_ptr<StepGraph> graph;
   if (o.graph && o.grad_accumulation == 1 && !scaler_ && !o.ddp && !o.fsdp && !model_.parameters().empty() &&
       DeviceGraph::supported(model_.parameters().front().device())) {
@@ -195,7 +198,7 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
       // With a GradScaler a non-finite loss is its business (it skips the step and backs off).
       if (!std::isfinite(l) && !scaler_) {
         // Under DDP every rank must take the same decision: it is made at the step, together.
-        if (o.on_nonfinite == OnNonFinite::stop && !o.ddp && !o.fsdp) throw_nonfinite("loss", l, epoch, batches, o);
+        if (o.on_nonfinite == OnNonFinite::stop && !parallel) throw_nonfinite("loss", l, epoch, batches, o);
         poisoned = true;
       } else if (std::isfinite(l)) {
         loss_sum += l;
@@ -204,22 +207,17 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
       const bool last = batches == train.batches();
       if (batches % o.grad_accumulation == 0 || last) {
         const profile::Scope scope("optimizer");
-        if (o.ddp) {
-          o.ddp->finish_gradient_sync();
-          const bool any_poisoned = o.ddp->any_rank(poisoned);
-          if (any_poisoned && o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss (on some rank)", NAN, epoch, batches, o);
-          poisoned = any_poisoned;
-        }
-        if (o.fsdp) {
-          o.fsdp->finish_gradient_sync();
-          const bool any_poisoned = o.fsdp->any_rank(poisoned);
+        if (parallel) {
+          if (o.ddp) o.ddp->finish_gradient_sync();
+          else o.fsdp->finish_gradient_sync();
+          const bool any_poisoned = any_rank(poisoned);
           if (any_poisoned && o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss (on some rank)", NAN, epoch, batches, o);
           poisoned = any_poisoned;
         }
         if (scaler_) scaler_->unscale_(optimizer_);  // clipping sees the true gradients
         // A finite loss can still back-propagate to an Inf gradient (an overflow in backward).
         // Sharded, each rank sees its shards: the ranks agree.
-        if (!scaler_ && !poisoned && (o.fsdp ? o.fsdp->any_rank(!grads_finite()) : !grads_finite())) {
+        if (!scaler_ && !poisoned && (o.fsdp ? any_rank(!grads_finite()) : !grads_finite())) {
           if (o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("gradient", NAN, epoch, batches, o);
           poisoned = true;
         }
@@ -253,7 +251,7 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
     st.samples_per_second = st.seconds > 0 ? static_cast<double>(samples) / st.seconds : 0;
     st.step = optimizer_.steps();
     st.lr = optimizer_.param_groups().front().options.lr;
-    if (o.ddp || o.fsdp) {  // every rank reports the same figures: the loss over all ranks, the throughput of all
+    if (parallel) {  // every rank reports the same figures: the loss over all ranks, the throughput of all
       st.train_loss = over_ranks(st.train_loss);
       st.samples_per_second = over_ranks(st.samples_per_second) * world;
     }
@@ -273,7 +271,7 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
     }
     if (!o.checkpoint.empty() && writer) save_checkpoint(o.checkpoint, epoch + 1, o.config, o.metadata);
     if (o.ddp) o.ddp->barrier();  // no rank reads a checkpoint rank 0 is still writing
-    if (o.fsdp) o.fsdp->barrier();
+    else if (o.fsdp) o.fsdp->barrier();
     if (o.on_epoch_end) o.on_epoch_end(st);
     history.push_back(st);
   }

@@ -1,27 +1,13 @@
 #include "tessera/nn/zero.h"
 
+#include "sharding.h"
+
 #include "tessera/autograd.h"
 #include "tessera/error.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/shape_ops.h"
 
 namespace tessera::nn {
-
-namespace {
-// The parameters (or their gradients; missing ones as zeros) as one flat tensor of `padded`
-// elements, zeros after the last.
-Tensor flatten(const std::vector<Tensor>& params, bool grads, int64_t padded) {
-  std::vector<Tensor> parts;
-  int64_t n = 0;
-  for (const Tensor& p : params) {
-    const Tensor t = grads ? (p.grad().defined() ? p.grad() : zeros(p.shape(), p.dtype(), p.device())) : p.detach();
-    parts.push_back(t.reshape({-1}));
-    n += p.numel();
-  }
-  if (padded > n) parts.push_back(zeros({padded - n}, params.front().dtype(), params.front().device()));
-  return cat(parts, 0);
-}
-}  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, OptimOptions options, const Factory& make,
                                                  dist::ProcessGroup& group, dist::ReduceOp reduce)
@@ -36,11 +22,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Opt
   }
   const int64_t world = group.world_size();
   shard_ = (numel_ + world - 1) / world;
+  detail::broadcast_tensors(group, params_);
   NoGradGuard no_grad;
-  std::vector<std::unique_ptr<dist::Work>> works;
-  for (const Tensor& p : params_) works.push_back(group.broadcast(p.detach(), 0));
-  for (auto& w : works) w->wait();
-  shard_param_ = flatten(params_, false, shard_ * world).narrow(0, shard_ * group.rank(), shard_).clone().set_requires_grad();
+  shard_param_ =
+      detail::flatten_padded(params_, false, shard_ * world).narrow(0, shard_ * group.rank(), shard_).clone().set_requires_grad();
   inner_ = make({ParamGroup{{shard_param_}, options}});
   TESSERA_CHECK(inner_ != nullptr, "ZeroRedundancyOptimizer", "the factory returned no optimizer");
 }
@@ -48,7 +33,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Opt
 void ZeroRedundancyOptimizer::step() {
   NoGradGuard no_grad;
   const int64_t world = group_.world_size();
-  const Tensor grads = flatten(params_, true, shard_ * world);
+  const Tensor grads = detail::flatten_padded(params_, true, shard_ * world);
   Tensor mine = empty({shard_}, grads.dtype(), grads.device());
   group_.reduce_scatter(mine, grads, reduce_)->wait();
   shard_param_.set_grad(mine);

@@ -1,0 +1,29 @@
+#pragma once
+// What the data-parallel wrappers share (ddp.cpp, zero.cpp, fsdp.cpp) and the optimizer's
+// state-key format (optim.cpp, fsdp.cpp). Internal to the nn library.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/dist.h"
+#include "tessera/tessera.h"
+
+namespace tessera::nn::detail {
+
+/** Broadcasts every tensor from `root` in place (issued together, then waited for). */
+void broadcast_tensors(dist::ProcessGroup& group, const std::vector<Tensor>& tensors, int root = 0);
+
+/** The tensors (or their gradients, zeros where undefined) as one flat tensor of `padded`
+ *  elements, zeros after the last: a ZeRO shard layout. */
+Tensor flatten_padded(const std::vector<Tensor>& tensors, bool grads, int64_t padded);
+
+/** An optimizer state entry's key: "state.<group>.<param>.<name>". */
+struct OptimizerStateKey {
+  size_t group = 0, param = 0;
+  std::string name;
+};
+std::string optimizer_state_key(size_t group, size_t param, const std::string& name);
+/** The parts of "state.<g>.<p>.<name>"; nullopt for a key without that shape. */
+std::optional<OptimizerStateKey> parse_optimizer_state_key(const std::string& key);
+
+}  // namespace tessera::nn::detail
