@@ -22,6 +22,7 @@
 #include "tessera/nn/ddp.h"
 #include "tessera/nn/fsdp.h"
 #include "tessera/nn/language_model.h"
+#include "tessera/nn/model_parallel.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/trainer.h"
 #include "tessera/profiler.h"
@@ -58,6 +59,25 @@ std::unique_ptr<nn::Scheduler> make_scheduler(const TrainArgs& a, nn::Optimizer&
                                              std::make_shared<nn::LinearWarmup>(std::min(a.warmup, total_steps), 0.01), cosine}));
 }
 
+// Whether mpirun, srun or another PMI launcher started this process (then a pipeline's stages
+// are ranks; otherwise devices of this process).
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(v)) return true;
+  }
+  return false;
+}
+
+// --pipeline's summary line: the schedule's ideal bubble and the wait this rank measured.
+std::string pipeline_report(const nn::Pipeline& p, const TrainArgs& a) {
+  const nn::PipelineStats& s = p.stats();
+  return detail::concat("pipeline: ", s.stages, " stages x ", s.micro_batches, " micro-batches (", a.pipeline_schedule,
+                        "): bubble fraction ", s.bubble_fraction, " of the ideal schedule",
+                        s.peak_step_bytes.empty()
+                            ? detail::concat("; rank 0 waited for its peers ", 100.0 * s.measured_idle_fraction, "% of its last step")
+                            : std::string());
+}
+
 void run_train(TrainArgs& a, const CLI::App& cmd) {
   const auto explicit_flag = [&](const std::string& flag) { return cmd.count(flag) > 0; };
   validate_train_args(a, explicit_flag);
@@ -74,16 +94,28 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     for (const std::string& line : resume_report) std::fprintf(stderr, "resume: %s\n", line.c_str());
     validate_train_args(a);  // the settings taken from the file meet the command line's rules
   }
+  const bool model_parallel = a.pipeline > 1 || a.tensor_parallel > 1;
+  if (model_parallel && a.micro_batches == 0) a.micro_batches = a.pipeline > 1 ? 2 * a.pipeline : 1;
   std::shared_ptr<dist::ProcessGroup> group;
-  if (a.distributed || a.zero == 3) {
-    group = dist::init_process_group();
-    TESSERA_CHECK(a.batch_size % group->world_size() == 0, "train", "--batch-size ", a.batch_size,
-                  " (the global batch) must divide by the ", group->world_size(), " ranks");
-  }
+  if (a.distributed || a.zero == 3 || a.tensor_parallel > 1 || (a.pipeline > 1 && launched_by_mpi())) group = dist::init_process_group();
   RunContext run;
   run.group = group.get();
   run.rank = group ? group->rank() : 0;
   run.world = group ? group->world_size() : 1;
+  run.data_rank = run.rank, run.data_world = run.world;
+  std::optional<nn::RankLayout> layout;
+  if (model_parallel) {  // refused here, before any data is read, when the ranks do not lay out
+    TESSERA_CHECK(run.world > 1 || a.tensor_parallel == 1, "train", "--tensor-parallel ", a.tensor_parallel,
+                  " needs ranks: launch under mpirun");
+    layout =
+        run.world > 1 ? nn::RankLayout::of(run.world, run.rank, a.pipeline, a.tensor_parallel) : nn::RankLayout::in_process(a.pipeline);
+    run.data_rank = layout->replica, run.data_world = layout->data;
+    TESSERA_CHECK(a.pipeline == 1 || (a.batch_size / run.data_world) % a.micro_batches == 0, "train", "--batch-size ", a.batch_size,
+                  " gives each of the ", run.data_world, " replicas ", a.batch_size / run.data_world,
+                  " windows, which do not split into --micro-batches ", a.micro_batches);
+  }
+  TESSERA_CHECK(a.batch_size % run.data_world == 0, "train", "--batch-size ", a.batch_size, " (the global batch) must divide by the ",
+                run.data_world, model_parallel ? " data-parallel replicas" : " ranks");
   // Ranks share the node's cores unless told otherwise.
   set_num_threads(a.threads == 0 && run.world > 1 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / run.world)
                                                   : a.threads);
@@ -91,6 +123,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   if (group && run.device.type != DeviceType::cpu)
     run.device = Device(run.device.type, a.local_rank >= 0 ? a.local_rank : group->local_rank());
   if (run.rank != 0) a.quiet = true;  // rank 0 logs
+  if (layout && !a.quiet) std::printf("%s", layout->describe().c_str());
   if (a.memory_limit > 0) set_memory_limit(run.device, a.memory_limit);
   const Device device = run.device;
   TrainTask task = is_language_model(a.model) ? make_text_task(a, run) : make_image_task(a, run);
@@ -108,14 +141,27 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   if (a.batch_size == kAutoBatch) {
     task.trial.make_model = task.make_model;
     task.trial.make_optimizer = make_optimizer;
-    a.batch_size = auto_batch_size(task.trial, device, task.max_batch, group.get(), a.quiet, batch_report) * run.world;
+    a.batch_size = auto_batch_size(task.trial, device, task.max_batch, group.get(), a.quiet, batch_report) * run.data_world;
   }
   manual_seed(static_cast<uint64_t>(a.seed));  // after the search, which draws from the generator
   std::shared_ptr<nn::Module> model = task.make_model();
+  std::string description = task.describe(*model, a);
+  const int64_t parameters = model->num_parameters();  // the whole model's (before a model-parallel split)
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   std::unique_ptr<nn::FullyShardedDataParallel> fsdp;
-  if (a.zero == 3) {  // the optimizer steps the shards, in the groups the unsharded model would have
+  std::unique_ptr<nn::GPTModelParallel> mp;
+  if (model_parallel) {  // this rank keeps its stage and shards; the whole model is dropped
+    nn::GPTParallelOptions po;
+    po.pipeline = a.pipeline, po.tensor = a.tensor_parallel, po.micro_batches = a.micro_batches;
+    po.schedule = nn::parse_pipeline_schedule(a.pipeline_schedule);
+    mp = std::make_unique<nn::GPTModelParallel>(dynamic_cast<const nn::GPT&>(*model), group, device, po);
+    model = std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>(), &mp->local_module());  // not owning: mp does
+    description += detail::concat("\nmodel parallel: rank ", run.rank, " (stage ", layout->stage, ", tensor-parallel rank ",
+                                  layout->tensor_rank, ", replica ", layout->replica, ") holds ", model->num_parameters(), " of ",
+                                  parameters, " parameters; batch ", a.batch_size / run.data_world, " per replica");
+    optimizer = nn::make_optimizer(a.optimizer, nn::weight_decay_groups(*model, opts));
+  } else if (a.zero == 3) {  // the optimizer steps the shards, in the groups the unsharded model would have
     nn::FsdpOptions fo;
     fo.param_groups = task.parameter_groups ? dynamic_cast<nn::LanguageModel&>(*model).param_groups(opts)
                                             : std::vector<nn::ParamGroup>{nn::ParamGroup{model->parameters(), opts}};
@@ -125,12 +171,12 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     optimizer = make_optimizer(*model);
     if (group) ddp = std::make_unique<nn::DistributedDataParallel>(model, *group);  // rank 0's initial weights everywhere
   }
-  auto [train, test] = task.make_data(a.batch_size / run.world);
+  auto [train, test] = task.make_data(a.batch_size / run.data_world);
   const int64_t total_steps = task.total_steps > 0 ? task.total_steps : a.epochs * task.steps_of_epoch(*train);
   const std::unique_ptr<nn::Scheduler> scheduler = make_scheduler(a, *optimizer, total_steps, task.min_lr_factor);
   const nlohmann::json config = nlohmann::json::parse(train_config_json(a));
   if (!a.quiet) {
-    std::printf("%s\n", task.describe(*model, a).c_str());
+    std::printf("%s\n", description.c_str());
     if (fsdp) {
       int64_t shard = 0;
       for (const Tensor& t : fsdp->parameters()) shard += t.numel();
@@ -139,7 +185,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
           "parameters (and their gradients and optimizer state) held per rank\n",
           run.world, group->backend().c_str(), static_cast<long long>(a.batch_size / run.world),
           static_cast<long long>(fsdp->unit_count() - 1), static_cast<long long>(shard), static_cast<long long>(model->num_parameters()));
-    } else if (group) {
+    } else if (group && !mp) {
       std::printf("data parallel: %d ranks over %s, batch %lld per rank\n", run.world, group->backend().c_str(),
                   static_cast<long long>(a.batch_size / run.world));
     }
@@ -164,6 +210,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   to.resume_lr = a.lr;
   to.ddp = ddp.get();
   to.fsdp = fsdp.get();
+  to.model_parallel = mp.get();
   // f16 gradients underflow without loss scaling; bf16 has f32's exponent range and needs none.
   nn::GradScaler scaler(nn::GradScalerOptions{.enabled = precision == DType::f16});
   if (scaler.enabled()) to.scaler = &scaler;
@@ -195,12 +242,13 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   if (fsdp && !a.export_onnx.empty()) gathered.emplace(fsdp->summon_full_params());
   if (run.rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
   if (ddp) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", run.world);
+  if (mp && mp->layout().data > 1) std::printf("data parallel: the %d replicas' parameters bitwise equal\n", mp->layout().data);
+  if (mp && mp->pipeline()) std::printf("%s\n", pipeline_report(*mp->pipeline(), a).c_str());
   if (!a.export_onnx.empty()) task.export_check(*model, *test, a);
   task.print_result(final_eval, seconds, throughput, a, run.world);
   if (!a.json.empty()) {
-    nlohmann::json j = {{"backend", device.str()},   {"model", a.model}, {"precision", a.precision},
-                        {"seconds", seconds},        {"config", config}, {"parameters", model->num_parameters()},
-                        {"step_losses", step_losses}};
+    nlohmann::json j = {{"backend", device.str()}, {"model", a.model},         {"precision", a.precision},  {"seconds", seconds},
+                        {"config", config},        {"parameters", parameters}, {"step_losses", step_losses}};
     task.report(j, final_eval, throughput, a);
     if (scaler.enabled()) j["loss_scaling"] = {{"final_scale", scaler.get_scale()}, {"skipped_steps", scaler.skipped_steps()}};
     for (const auto& h : history) {
@@ -219,6 +267,16 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
       j["history"].push_back(e);
     }
     if (!resume_report.empty()) j["resume_overrides"] = resume_report;
+    if (mp) {
+      const nn::RankLayout& l = mp->layout();
+      j["layout"] = {{"pipeline", l.pipeline}, {"tensor_parallel", l.tensor}, {"data_parallel", l.data}};
+      if (const nn::Pipeline* p = mp->pipeline())
+        j["pipeline"] = {{"stages", p->stats().stages},
+                         {"micro_batches", p->stats().micro_batches},
+                         {"schedule", a.pipeline_schedule},
+                         {"bubble_fraction", p->stats().bubble_fraction},
+                         {"measured_idle_fraction", p->stats().measured_idle_fraction}};
+    }
     if (!batch_report.is_null()) j["batch_search"] = batch_report;
     nn::write_file_atomic(a.json, j.dump(2) + "\n", "train --json");
   }

@@ -93,6 +93,21 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "3: fully sharded data parallel under mpirun (ZeRO-3: each rank holds 1/world of the parameters, gradients and "
                  "optimizer state; a gpt's blocks, or an mlp/cnn's layers, are gathered one at a time); 0: off")
       ->check(CLI::Range(0, 3));
+  cmd.add_option("--pipeline", a.pipeline,
+                 "gpt: pipeline stages (the blocks split evenly; the embeddings on the first, the head on the last): one rank each "
+                 "under mpirun, else the backend's devices of this process (emulated:0, emulated:1)")
+      ->check(CLI::Range(1, 256));
+  cmd.add_option("--tensor-parallel", a.tensor_parallel,
+                 "gpt: ranks per stage splitting each layer Megatron-style (heads, MLP features, vocabulary), under mpirun; "
+                 "ranks beyond pipeline x tensor parallel are data parallel")
+      ->check(CLI::Range(1, 256));
+  cmd.add_option("--micro-batches", a.micro_batches, "With --pipeline: micro-batches per replica's batch (default 2 x --pipeline)")
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  cmd.add_option("--pipeline-schedule", a.pipeline_schedule,
+                 "With --pipeline: 1f1b (activations of at most one micro-batch per later stage held) or gpipe (all forwards, then "
+                 "all backwards)")
+      ->check(CLI::IsMember({"1f1b", "gpipe"}))
+      ->capture_default_str();
   cmd.add_option("--local-rank", a.local_rank, "Device index of this rank with --distributed (default: its MPI local rank)")
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--on-nonfinite", a.on_nonfinite, "NaN/Inf loss or gradient: stop (error naming the step) or skip the step")
@@ -161,8 +176,10 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
     for (const Only& o : only) {
       TESSERA_CHECK(!explicit_flag(o.flag) || o.for_lm == lm, "train", o.flag, " does not apply to --model ", a.model, ": ", o.instead);
     }
-    TESSERA_CHECK(!explicit_flag("--local-rank") || a.distributed || a.zero == 3, "train",
-                  "--local-rank needs --distributed or --zero 3 (it picks a rank's device)");
+    TESSERA_CHECK(!explicit_flag("--local-rank") || a.distributed || a.zero == 3 || a.pipeline > 1 || a.tensor_parallel > 1, "train",
+                  "--local-rank needs --distributed, --zero 3, --pipeline or --tensor-parallel (it picks a rank's device)");
+    for (const char* flag : {"--micro-batches", "--pipeline-schedule"})
+      TESSERA_CHECK(!explicit_flag(flag) || a.pipeline > 1, "train", flag, " needs --pipeline 2 or more");
     for (const char* flag : {"--heads", "--dropout"}) {
       TESSERA_CHECK(a.model != "lstm" || !explicit_flag(flag), "train", flag, " does not apply to --model lstm: only the gpt has it");
     }
@@ -177,6 +194,25 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
                   "--zero 3 with --precision f16: loss scaling would decide on each rank's shards alone whether to skip a step; use bf16");
     TESSERA_CHECK(a.batch_size != kAutoBatch, "train",
                   "--zero 3 with --batch-size auto: the search measures an unsharded copy of the model; give the batch size");
+  }
+  if (a.pipeline > 1 || a.tensor_parallel > 1) {
+    const std::string mode = a.pipeline > 1 && a.tensor_parallel > 1 ? "--pipeline with --tensor-parallel"
+                             : a.pipeline > 1                        ? "--pipeline"
+                                                                     : "--tensor-parallel";
+    TESSERA_CHECK(a.model == "gpt", "train", mode, " splits the gpt's layers; --model ", a.model, " trains data parallel (--distributed)");
+    TESSERA_CHECK(a.zero == 0, "train", mode, " with --zero 3: the replicas are synchronised by all-reduce; sharding a stage's ",
+                  "parameters over them is not supported: drop --zero 3, or use --zero 3 alone");
+    TESSERA_CHECK(!a.graph, "train", mode, " with --graph: point-to-point transfers and tensor-parallel all-reduces are not captured");
+    TESSERA_CHECK(a.precision != "f16", "train", mode, " with --precision f16: use bf16 (no loss scaling to agree on)");
+    TESSERA_CHECK(a.batch_size != kAutoBatch, "train", mode,
+                  " with --batch-size auto: the search measures the whole model; give the batch size");
+    TESSERA_CHECK(a.checkpoint.empty() && a.export_onnx.empty(), "train", mode,
+                  " with --checkpoint or --export: gathering the stages' and ",
+                  "shards' weights into one file is not supported yet; --zero 3 writes gathered checkpoints");
+    TESSERA_CHECK(a.tensor_parallel == 1 || a.dropout == 0, "train", "--tensor-parallel with --dropout ", a.dropout,
+                  ": dropout on activations replicated across the group needs one random stream per region; use --dropout 0");
+    TESSERA_CHECK(a.heads % a.tensor_parallel == 0, "train", "--tensor-parallel ", a.tensor_parallel, " must divide --heads ", a.heads);
+    TESSERA_CHECK(a.pipeline <= a.layers, "train", "--pipeline ", a.pipeline, " stages need at least as many --layers, got ", a.layers);
   }
   // --graph captures one forward and backward and replays it: what cannot be replayed is refused here.
   if (a.graph) {
@@ -264,6 +300,10 @@ std::string train_config_json(const TrainArgs& a) {
                  {"grad_accumulation", a.grad_accumulation},
                  {"warmup", a.warmup},
                  {"clip", a.clip_norm}};
+  if (a.pipeline > 1 || a.tensor_parallel > 1) {
+    config["pipeline"] = a.pipeline, config["tensor_parallel"] = a.tensor_parallel;
+    config["micro_batches"] = a.micro_batches, config["pipeline_schedule"] = a.pipeline_schedule;
+  }
   if (is_language_model(a.model)) {
     config["layers"] = a.layers, config["heads"] = a.heads, config["dim"] = a.dim, config["context"] = a.context;
     config["steps"] = a.steps, config["eval_every"] = a.eval_every, config["dropout"] = a.dropout;

@@ -32,6 +32,11 @@ struct TrainArgs {
   bool distributed = false;  ///< data parallel over the MPI process group (run under mpirun)
   int local_rank = -1;       ///< device index per rank (default: the MPI local rank)
   int zero = 0;              ///< 3: fully sharded data parallel (nn::FullyShardedDataParallel) under mpirun
+  // Model parallelism (gpt): stages and tensor-parallel ranks per model replica; the rest of the
+  // ranks are data parallel (nn::GPTModelParallel).
+  int pipeline = 1, tensor_parallel = 1;
+  int64_t micro_batches = 0;  ///< per replica's batch (0: 2 x --pipeline)
+  std::string pipeline_schedule = "1f1b";
   int64_t grad_accumulation = 1;  ///< batches per optimizer step
   int64_t warmup = 100;           ///< linear warm-up steps before the cosine decay (image models: 0 unless given)
   double clip_norm = 1.0;         ///< global gradient-norm clip (image models: 0 = off unless given)

@@ -76,7 +76,7 @@ void export_language_model(nn::Module& model, const nn::TextCorpus& corpus, cons
 TrainTask make_image_task(const TrainArgs& a, const RunContext& run) {
   TrainTask t;
   auto train_set = std::make_shared<nn::ImageSet>(nn::load_mnist_split(a.data, "train", a.limit));
-  if (run.group) *train_set = shard(*train_set, run.rank, run.world);
+  if (run.group) *train_set = shard(*train_set, run.data_rank, run.data_world);
   auto test_set = std::make_shared<nn::ImageSet>(nn::load_mnist_split(a.data, "test", a.test_limit));
   const DType precision = nn::parse_precision(a.precision);
   const nn::Placement place{nn::parse_precision(a.param_dtype), run.device};
@@ -88,7 +88,7 @@ TrainTask make_image_task(const TrainArgs& a, const RunContext& run) {
   nn::LoaderOptions lo;
   lo.device = device;
   lo.workers = a.workers;
-  lo.seed = static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(run.rank);
+  lo.seed = static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(run.data_rank);
   t.max_batch = train_set->size();
   t.trial.loss = [precision, device](nn::Module& m, int64_t b) {
     const AutocastGuard autocast(precision == DType::f32 ? DType::bf16 : precision, precision != DType::f32);
@@ -121,7 +121,7 @@ TrainTask make_image_task(const TrainArgs& a, const RunContext& run) {
   t.steps_of_epoch = [accumulation = a.grad_accumulation](const nn::BatchSource& train) {
     return (train.batches() + accumulation - 1) / accumulation;
   };
-  t.describe = [samples = train_set->size(), world = run.world, device](const nn::Module& model, const TrainArgs& a) {
+  t.describe = [samples = train_set->size(), world = run.data_world, device](const nn::Module& model, const TrainArgs& a) {
     return detail::concat("training ", a.model, " (", model.num_parameters(), " parameters) on ", device.str(), ": ", samples * world,
                           " images, ", a.epochs, " epochs, batch ", a.batch_size, ", ", a.optimizer, " lr ", a.lr, " (", a.schedule,
                           "), precision ", a.precision, a.param_dtype == "f32" ? "" : " (16-bit parameters, f32 optimizer state)");
@@ -174,7 +174,7 @@ TrainTask make_text_task(const TrainArgs& a, const RunContext& run) {
   };
   // One Trainer epoch is --eval-every optimizer steps: validation, then the checkpoint.
   const int64_t accumulation = a.grad_accumulation;
-  t.make_data = [corpus, a, device, rank = run.rank, world = run.world, accumulation](int64_t rank_batch) {
+  t.make_data = [corpus, a, device, rank = run.data_rank, world = run.data_world, accumulation](int64_t rank_batch) {
     nn::WindowOptions train;
     train.batch = rank_batch;
     train.context = a.context;

@@ -23,6 +23,9 @@ struct RunContext {
   Device device = kCPU;
   dist::ProcessGroup* group = nullptr;
   int rank = 0, world = 1;
+  /** Which shard of the data this rank reads, of how many: the rank and world under data
+   *  parallelism; the model replica under model parallelism (a replica's ranks read alike). */
+  int data_rank = 0, data_world = 1;
 };
 
 using BatchSources = std::pair<std::unique_ptr<nn::BatchSource>, std::unique_ptr<nn::BatchSource>>;

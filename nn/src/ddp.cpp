@@ -155,20 +155,7 @@ int DistributedDataParallel::rank() const { return state_->group.rank(); }
 int DistributedDataParallel::world_size() const { return state_->group.world_size(); }
 void DistributedDataParallel::barrier() { state_->group.barrier(); }
 
-bool DistributedDataParallel::replicas_equal() {
-  // FNV-1a over the parameters' bytes: equal bits give equal sums, and the two reductions
-  // (max, min) agree only when every rank's sum is the same.
-  uint64_t h = 1469598103934665603ull;
-  for (const Tensor& p : module_->parameters()) {
-    const Tensor host = p.detach().to(kCPU).contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
-    for (int64_t i = 0; i < host.numel() * static_cast<int64_t>(itemsize(host.dtype())); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  Tensor hi = full({1}, static_cast<double>(h >> 11), DType::f64, kCPU), lo = hi.clone();  // 53 bits: exact in a double
-  state_->group.all_reduce(hi, dist::ReduceOp::max)->wait();
-  state_->group.all_reduce(lo, dist::ReduceOp::min)->wait();
-  return hi.item<double>() == lo.item<double>();
-}
+bool DistributedDataParallel::replicas_equal() { return detail::same_bits_on_every_rank(state_->group, module_->parameters()); }
 
 double DistributedDataParallel::mean_over_ranks(double value) { return dist::mean_over_ranks(state_->group, value); }
 bool DistributedDataParallel::any_rank(bool flag) { return dist::any_rank(state_->group, flag); }

@@ -7,10 +7,12 @@
 
 namespace tessera::nn {
 
-std::vector<ParamGroup> LanguageModel::param_groups(const OptimOptions& options) const {
+std::vector<ParamGroup> LanguageModel::param_groups(const OptimOptions& options) const { return weight_decay_groups(*this, options); }
+
+std::vector<ParamGroup> weight_decay_groups(const Module& module, const OptimOptions& options) {
   ParamGroup decay{{}, options}, no_decay{{}, options};
   no_decay.options.weight_decay = 0;
-  for (const auto& [name, t] : named_parameters()) (t.dim() >= 2 ? decay : no_decay).params.push_back(t);
+  for (const auto& [name, t] : module.named_parameters()) (t.dim() >= 2 ? decay : no_decay).params.push_back(t);
   std::vector<ParamGroup> groups;
   if (!decay.params.empty()) groups.push_back(std::move(decay));
   if (!no_decay.params.empty()) groups.push_back(std::move(no_decay));

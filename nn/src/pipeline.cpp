@@ -231,15 +231,7 @@ double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<
       slot = Slot();  // this micro-batch's activations at this stage are freed here
     }
   }
-  {
-    const NoGradGuard no_grad;
-    for (auto& [a, b] : tied_) {
-      if (!a.grad().defined() || !b.grad().defined()) continue;
-      const Tensor both = add(a.grad(), b.grad().to(a.device()));
-      a.set_grad(both);
-      b.set_grad(both.to(b.device()).clone());
-    }
-  }
+  if (tie_in_step_) sync_tied_gradients();
   for (size_t k = 0; k < devices_.size(); ++k) stats_.peak_step_bytes.push_back(memory_stats(devices_[k]).peak_in_use_bytes - before[k]);
   return total / static_cast<double>(m);
 }
@@ -293,21 +285,31 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
     }
   }
   for (auto& w : sends) timed_wait(*w);
-  // Tied weights: exchange the gradients with the peer stage and keep their sum on both sides.
-  for (auto& [t, peer] : tied_ranked_) {
-    const NoGradGuard no_grad;
-    const Tensor mine = t.grad().defined() ? t.grad().contiguous() : zeros(t.shape(), t.dtype(), t.device());
-    Tensor theirs = empty(t.shape(), t.dtype(), t.device());
-    auto sent = g.send(mine, peer, kTied);
-    timed_wait(*g.recv(theirs, peer, kTied));
-    timed_wait(*sent);
-    t.set_grad(add(mine, theirs));
-  }
+  if (tie_in_step_) sync_tied_gradients();
   Tensor mean_loss = from_vector<double>({total / static_cast<double>(m)}, {1});
   g.broadcast(mean_loss, static_cast<int>(stages - 1))->wait();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.measured_idle_fraction = wall > 0.0 ? waited_s / wall : 0.0;
   return mean_loss.item<double>();
+}
+
+void Pipeline::sync_tied_gradients() {
+  const NoGradGuard no_grad;
+  for (auto& [a, b] : tied_) {
+    if (!a.grad().defined() || !b.grad().defined()) continue;
+    const Tensor both = add(a.grad(), b.grad().to(a.device()));
+    a.set_grad(both);
+    b.set_grad(both.to(b.device()).clone());
+  }
+  // Ranked: exchange the gradients with the peer stage and keep their sum on both sides.
+  for (auto& [t, peer] : tied_ranked_) {
+    const Tensor mine = t.grad().defined() ? t.grad().contiguous() : zeros(t.shape(), t.dtype(), t.device());
+    Tensor theirs = empty(t.shape(), t.dtype(), t.device());
+    auto sent = group_->send(mine, peer, kTied);
+    group_->recv(theirs, peer, kTied)->wait();
+    sent->wait();
+    t.set_grad(add(mine, theirs));
+  }
 }
 
 double Pipeline::evaluate(const Tensor& input, const Tensor& target, const PipelineLoss& loss) {

@@ -26,6 +26,37 @@ Tensor flatten_padded(const std::vector<Tensor>& tensors, bool grads, int64_t pa
   return cat(parts, 0);
 }
 
+bool same_bits_on_every_rank(dist::ProcessGroup& group, const std::vector<Tensor>& tensors) {
+  // FNV-1a over the bytes: equal bits give equal sums, and the two reductions (max, min) agree
+  // only when every rank's sum is the same.
+  uint64_t h = 1469598103934665603ull;
+  for (const Tensor& t : tensors) {
+    const Tensor host = t.detach().to(kCPU).contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
+    for (int64_t i = 0; i < host.numel() * static_cast<int64_t>(itemsize(host.dtype())); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  Tensor hi = full({1}, static_cast<double>(h >> 11), DType::f64, kCPU), lo = hi.clone();  // 53 bits: exact in a double
+  group.all_reduce(hi, dist::ReduceOp::max)->wait();
+  group.all_reduce(lo, dist::ReduceOp::min)->wait();
+  return hi.item<double>() == lo.item<double>();
+}
+
+void average_gradients(dist::ProcessGroup& group, const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) return;
+  const NoGradGuard no_grad;
+  int64_t n = 0;
+  for (const Tensor& t : tensors) n += t.numel();
+  Tensor flat = flatten_padded(tensors, true, n);
+  group.all_reduce(flat, dist::ReduceOp::mean)->wait();
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    const Tensor mean = flat.narrow(0, offset, t.numel()).reshape(t.shape());
+    if (t.grad().defined()) t.grad().copy_(mean);
+    else t.set_grad(mean.clone());
+    offset += t.numel();
+  }
+}
+
 std::string optimizer_state_key(size_t group, size_t param, const std::string& name) {
   return "state." + std::to_string(group) + "." + std::to_string(param) + "." + name;
 }

@@ -13,6 +13,14 @@ namespace tessera::nn::detail {
 /** Broadcasts every tensor from `root` in place (issued together, then waited for). */
 void broadcast_tensors(dist::ProcessGroup& group, const std::vector<Tensor>& tensors, int root = 0);
 
+/** True on every rank when every rank's tensors are bitwise equal (a checksum of their bits
+ *  compared over the ranks; a collective). */
+bool same_bits_on_every_rank(dist::ProcessGroup& group, const std::vector<Tensor>& tensors);
+
+/** Averages the tensors' gradients over the group in one all-reduce (zeros where a gradient is
+ *  undefined); every rank's tensors alike in number, shapes, dtype and device. */
+void average_gradients(dist::ProcessGroup& group, const std::vector<Tensor>& tensors);
+
 /** The tensors (or their gradients, zeros where undefined) as one flat tensor of `padded`
  *  elements, zeros after the last: a ZeRO shard layout. */
 Tensor flatten_padded(const std::vector<Tensor>& tensors, bool grads, int64_t padded);

@@ -2,6 +2,7 @@
 
 #include "tessera/nn/ddp.h"
 #include "tessera/nn/fsdp.h"
+#include "tessera/nn/model_parallel.h"
 
 #include <algorithm>
 #include <charconv>
@@ -115,6 +116,11 @@ EvalStats Trainer::evaluate(BatchSource& loader) {
   Batch b;
   while (loader.next(b)) {
     const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
+    if (model_parallel_) {  // the loss only: split logits have no argmax here
+      loss_sum += model_parallel_->eval_batch(b) * static_cast<double>(b.y.numel());
+      s.samples += b.y.numel();
+      continue;
+    }
     const Tensor out = run_model(b.x);
     const int64_t n = b.y.numel();
     loss_sum += loss_(out, b.y).item<double>() * static_cast<double>(n);
@@ -124,7 +130,7 @@ EvalStats Trainer::evaluate(BatchSource& loader) {
   model_.train(was_training);
   TESSERA_CHECK(s.samples > 0, "evaluate", "the evaluation split is empty: there is no accuracy to report (check --test-limit and the data)");
   s.loss = s.samples ? loss_sum / static_cast<double>(s.samples) : 0;
-  s.accuracy = s.samples ? static_cast<double>(correct) / static_cast<double>(s.samples) : 0;
+  s.accuracy = model_parallel_ ? NAN : s.samples ? static_cast<double>(correct) / static_cast<double>(s.samples) : 0;
   return s;
 }
 
@@ -138,18 +144,31 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
       !(o.fsdp && o.scaler), "Trainer",
       "loss scaling with fully sharded training: each rank would decide on its own shards whether to skip a step; train in bfloat16");
   TESSERA_CHECK(!(o.fsdp && &o.fsdp->module() != &model_), "Trainer", "the fully sharded wrapper wraps another model than the Trainer's");
+  ModelParallel* const mp = o.model_parallel;
+  TESSERA_CHECK(!(mp && (o.ddp || o.fsdp)), "Trainer",
+                "model-parallel training with DDP or fully sharded training: its data-parallel replicas are synchronised by the "
+                "model-parallel engine");
+  TESSERA_CHECK(!(mp && o.scaler), "Trainer", "loss scaling with model-parallel training: train in bfloat16");
+  TESSERA_CHECK(!(mp && !o.checkpoint.empty()), "Trainer",
+                "checkpoints of model-parallel (pipeline or tensor-parallel) runs are not supported yet; fully sharded training (ZeRO-3) "
+                "writes gathered checkpoints");
+  TESSERA_CHECK(!(mp && &mp->local_module() != &model_), "Trainer", "the model-parallel engine holds another model than the Trainer's");
   precision_ = o.precision;
   scaler_ = o.scaler;
   fsdp_ = o.fsdp;
+  model_parallel_ = mp;
   // Under DDP or FSDP: the data-parallel wrapper's collectives (the figures every rank reports
   // alike, agreed decisions); the rank 0 writes checkpoints (under FSDP every rank gathers first).
-  const bool parallel = o.ddp || o.fsdp;
-  const auto over_ranks = [&](double v) { return o.ddp ? o.ddp->mean_over_ranks(v) : o.fsdp->mean_over_ranks(v); };
-  const auto any_rank = [&](bool flag) { return o.ddp ? o.ddp->any_rank(flag) : o.fsdp->any_rank(flag); };
-  const int world = o.ddp ? o.ddp->world_size() : o.fsdp ? o.fsdp->world_size() : 1;
+  const bool parallel = o.ddp || o.fsdp || mp;
+  const auto over_ranks = [&](double v) {
+    return o.ddp ? o.ddp->mean_over_ranks(v) : o.fsdp ? o.fsdp->mean_over_ranks(v) : mp->mean_over_ranks(v);
+  };
+  const auto any_rank = [&](bool flag) { return o.ddp ? o.ddp->any_rank(flag) : o.fsdp ? o.fsdp->any_rank(flag) : mp->any_rank(flag); };
+  // Ranks that see their own data: a model-parallel replica's ranks share its batches.
+  const int world = o.ddp ? o.ddp->world_size() : o.fsdp ? o.fsdp->world_size() : mp ? mp->layout().data : 1;
   const bool writer = o.ddp ? o.ddp->rank() == 0 : true;
   std::unique_ptr<StepGraph> graph;
-  if (o.graph && o.grad_accumulation == 1 && !scaler_ && !o.ddp && !o.fsdp && !model_.parameters().empty() &&
+  if (o.graph && o.grad_accumulation == 1 && !scaler_ && !parallel && !model_.parameters().empty() &&
       DeviceGraph::supported(model_.parameters().front().device())) {
     graph = std::make_unique<StepGraph>(model_.parameters(), [this](const Batch& batch) { return forward_backward(batch, 1); });
   }
@@ -179,15 +198,19 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
       std::optional<profile::Scope> step_scope(std::in_place, "train step", "step");
       // Under DDP only the window's last backward reduces gradients; the others accumulate.
       const bool closes_window = (batches + 1) % o.grad_accumulation == 0 || batches + 1 == train.batches();
-      Tensor loss;
-      if (o.ddp && !closes_window) {
-        const auto local = o.ddp->no_sync();
-        loss = forward_backward(b, o.grad_accumulation);
-      } else {
-        loss = graph ? graph->step(b, optimizer_.steps()) : forward_backward(b, o.grad_accumulation);
-      }
       double l = 0;
-      {
+      if (mp) {
+        const profile::Scope scope("forward and backward");
+        const AutocastGuard autocast(precision_ == DType::f32 ? DType::bf16 : precision_, precision_ != DType::f32);
+        l = mp->train_batch(b, 1.0 / static_cast<double>(o.grad_accumulation));
+      } else {
+        Tensor loss;
+        if (o.ddp && !closes_window) {
+          const auto local = o.ddp->no_sync();
+          loss = forward_backward(b, o.grad_accumulation);
+        } else {
+          loss = graph ? graph->step(b, optimizer_.steps()) : forward_backward(b, o.grad_accumulation);
+        }
         const profile::Scope scope("loss to host");
         l = loss.item<double>() * static_cast<double>(o.grad_accumulation);
       }
@@ -209,7 +232,8 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
         const profile::Scope scope("optimizer");
         if (parallel) {
           if (o.ddp) o.ddp->finish_gradient_sync();
-          else o.fsdp->finish_gradient_sync();
+          else if (o.fsdp) o.fsdp->finish_gradient_sync();
+          else mp->finish_gradient_sync();
           const bool any_poisoned = any_rank(poisoned);
           if (any_poisoned && o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("loss (on some rank)", NAN, epoch, batches, o);
           poisoned = any_poisoned;
@@ -217,12 +241,13 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
         if (scaler_) scaler_->unscale_(optimizer_);  // clipping sees the true gradients
         // A finite loss can still back-propagate to an Inf gradient (an overflow in backward).
         // Sharded, each rank sees its shards: the ranks agree.
-        if (!scaler_ && !poisoned && (o.fsdp ? any_rank(!grads_finite()) : !grads_finite())) {
+        if (!scaler_ && !poisoned && (o.fsdp || mp ? any_rank(!grads_finite()) : !grads_finite())) {
           if (o.on_nonfinite == OnNonFinite::stop) throw_nonfinite("gradient", NAN, epoch, batches, o);
           poisoned = true;
         }
         if (o.clip_norm > 0 && !poisoned) {
           if (o.fsdp) o.fsdp->clip_grad_norm_(o.clip_norm);
+          else if (mp) mp->clip_grad_norm_(o.clip_norm);
           else clip_grad_norm_(model_.parameters(), o.clip_norm);
         }
         if (poisoned) {
@@ -272,11 +297,15 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
     if (!o.checkpoint.empty() && writer) save_checkpoint(o.checkpoint, epoch + 1, o.config, o.metadata);
     if (o.ddp) o.ddp->barrier();  // no rank reads a checkpoint rank 0 is still writing
     else if (o.fsdp) o.fsdp->barrier();
+    else if (mp) mp->barrier();
     if (o.on_epoch_end) o.on_epoch_end(st);
     history.push_back(st);
   }
   if (o.ddp)
     TESSERA_CHECK(o.ddp->replicas_equal(), "train", "the ranks' parameters differ after training (gradients were not synchronised)");
+  if (mp)
+    TESSERA_CHECK(mp->replicas_equal(), "train",
+                  "the data-parallel replicas' parameters differ after training (gradients were not synchronised)");
   return history;
 }
 

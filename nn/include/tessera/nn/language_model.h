@@ -34,6 +34,10 @@ class LanguageModel : public Module {
   std::vector<ParamGroup> param_groups(const OptimOptions& options) const;
 };
 
+/** LanguageModel::param_groups' rule for any module (a pipeline stage, a tensor-parallel part):
+ *  its matrices decay, its vectors do not. */
+std::vector<ParamGroup> weight_decay_groups(const Module& module, const OptimOptions& options);
+
 struct GPTConfig {
   int64_t vocab = 0, context = 128, layers = 4, heads = 4, dim = 128;
   double dropout = 0.0;  ///< residual, MLP and attention dropout while training

@@ -74,6 +74,13 @@ class Pipeline {
    * exchange their gradients with send/recv.
    */
   void tie(int64_t stage_a, const std::string& a, int64_t stage_b, const std::string& b);
+  /** Gradient accumulation over several train_steps: the tied gradients are then summed once,
+   *  by sync_tied_gradients() after the last backward (summing after each step would add the
+   *  earlier steps' share twice). */
+  void defer_tied_sync() { tie_in_step_ = false; }
+  /** Makes each tied pair's gradients their sum (train_step's end does it unless deferred).
+   *  Ranked: every rank calls it. */
+  void sync_tied_gradients();
 
   /** The parameters of this process's stages (for the optimizer). */
   std::vector<Tensor> parameters() const;
@@ -95,6 +102,7 @@ class Pipeline {
     int peer;
   };
   std::vector<TiedWithPeer> tied_ranked_;
+  bool tie_in_step_ = true;
   PipelineSchedule schedule_;
   int64_t micro_batches_;
   PipelineStats stats_;

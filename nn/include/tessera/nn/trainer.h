@@ -20,6 +20,7 @@ namespace tessera::nn {
 
 class DistributedDataParallel;
 class FullyShardedDataParallel;
+class ModelParallel;
 
 struct EvalStats {
   double loss = 0;      ///< mean over the targets (images, or tokens for a language model)
@@ -80,6 +81,12 @@ struct TrainOptions {
    *  model and per-parameter optimizer state (every rank gathers, rank 0 writes), so they load
    *  under any world size or without sharding. Not with `ddp`, graph capture or loss scaling. */
   FullyShardedDataParallel* fsdp = nullptr;
+  /** A model split across ranks (pipeline stages, tensor-parallel shards; data parallel over the
+   *  rest): the Trainer's model is this rank's part (model_parallel->local_module()), each batch
+   *  goes through its train_batch, gradients are synchronised, clipped by the whole model's
+   *  norm and checked across all ranks. Evaluation reports the loss (accuracy is NaN: the logits
+   *  are split). Not with `ddp`/`fsdp`, graph capture, loss scaling or checkpoints. */
+  ModelParallel* model_parallel = nullptr;
   std::function<void(const EpochStats&)> on_epoch_end;
   /** After each optimizer step: its number and the mean loss of its batches. */
   std::function<void(int64_t step, double loss)> on_step_end;
@@ -116,6 +123,7 @@ class Trainer {
   DType precision_ = DType::f32;   // of the fit() in progress (evaluate() follows it)
   GradScaler* scaler_ = nullptr;   // of the fit() in progress (saved with checkpoints)
   FullyShardedDataParallel* fsdp_ = nullptr;  // of the last fit() (evaluate() and checkpoints follow it)
+  ModelParallel* model_parallel_ = nullptr;   // of the last fit() (evaluate() follows it)
   Tensor run_model(const Tensor& x);
   CheckpointParts checkpoint_parts() const;
   Tensor forward_backward(const Batch& b, int64_t grad_accumulation);

@@ -1,0 +1,96 @@
+#pragma once
+// A model split across ranks (pipeline stages, tensor-parallel shards) with data parallelism
+// over the ranks left: the rank layout, and the step engine the Trainer drives in place of a
+// plain forward and backward (TrainOptions::model_parallel).
+//
+// Ranks are laid out as Megatron-LM does: tensor parallel fastest (a tensor-parallel group is
+// consecutive ranks, inside one node where its all-reduces are cheapest), then data parallel,
+// then pipeline stages: rank = (stage * data + replica) * tensor + tensor_rank.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tessera/dist.h"
+#include "tessera/nn/data.h"
+#include "tessera/nn/models.h"
+#include "tessera/nn/pipeline.h"
+
+namespace tessera::nn {
+
+/** Where one rank sits in a pipeline x tensor x data layout of `world` ranks. */
+struct RankLayout {
+  int world = 1, pipeline = 1, tensor = 1, data = 1;  ///< data = world / (pipeline * tensor)
+  int rank = 0, stage = 0, tensor_rank = 0, replica = 0;
+  /** Throws, saying why, when `world` ranks do not make pipeline x tensor groups. */
+  static RankLayout of(int world, int rank, int pipeline, int tensor);
+  /** One process holding every stage of a pipeline (each on its own device). */
+  static RankLayout in_process(int pipeline);
+  /** The rank of (stage, replica, tensor_rank). */
+  int rank_of(int stage, int replica, int tensor_rank) const;
+  /** "4 ranks = pipeline 2 x tensor parallel 2 x data parallel 1" and one line per rank. */
+  std::string describe() const;
+};
+
+/** The Trainer's side of a model-parallel run: whole steps, agreed decisions, the global norm. */
+class ModelParallel {
+ public:
+  virtual ~ModelParallel() = default;
+  /** This rank's part of the model (train/eval mode, the optimizer's parameters). */
+  virtual Module& local_module() = 0;
+  /** Forward and backward of one batch, each loss scaled by `scale` before backward (gradient
+   *  accumulation); returns the batch's unscaled mean loss, the same on every rank of the replica. */
+  virtual double train_batch(const Batch& b, double scale) = 0;
+  /** The batch's mean loss without gradients, on every rank. */
+  virtual double eval_batch(const Batch& b) = 0;
+  /** After an optimizer step's last backward: gradients averaged over the data-parallel replicas. */
+  virtual void finish_gradient_sync() = 0;
+  /** Scales every rank's gradients so the norm of the whole model's gradient (each weight counted
+   *  once: replicated weights once, a tied pair once) is at most `max_norm`; returns that norm
+   *  before clipping. A collective. */
+  virtual double clip_grad_norm_(double max_norm) = 0;
+  virtual bool any_rank(bool flag) = 0;              ///< over every rank
+  virtual double mean_over_ranks(double value) = 0;  ///< over every rank
+  virtual bool replicas_equal() = 0;                 ///< every data-parallel replica's parameters bitwise equal
+  virtual void barrier() = 0;
+  virtual const RankLayout& layout() const = 0;
+};
+
+struct GPTParallelOptions {
+  int pipeline = 1, tensor = 1;
+  int64_t micro_batches = 1;  ///< per replica's batch (pipeline > 1)
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+};
+
+/**
+ * A GPT trained pipeline x tensor x data parallel. Built from the whole GPT (the same weights on
+ * every rank: seed alike) which may be dropped afterwards: this rank keeps its stage (split_gpt)
+ * and its tensor-parallel shards of it. Under one process (a world of 1) a pipeline puts stage i on
+ * device i of `device`'s backend (emulated:0, emulated:1). Loss: next-token cross entropy
+ * (vocab-parallel under tensor parallelism, the full logits never formed).
+ */
+class GPTModelParallel final : public ModelParallel {
+ public:
+  GPTModelParallel(const GPT& whole, std::shared_ptr<dist::ProcessGroup> world, Device device, const GPTParallelOptions& options);
+  Module& local_module() override { return *local_; }
+  double train_batch(const Batch& b, double scale) override;
+  double eval_batch(const Batch& b) override;
+  void finish_gradient_sync() override;
+  double clip_grad_norm_(double max_norm) override;
+  bool any_rank(bool flag) override;
+  double mean_over_ranks(double value) override;
+  bool replicas_equal() override;
+  void barrier() override;
+  const RankLayout& layout() const override { return layout_; }
+  /** The pipeline's schedule figures (null without a pipeline). */
+  const Pipeline* pipeline() const { return pipeline_.get(); }
+
+ private:
+  Tensor loss_of(const Tensor& logits, const Tensor& targets) const;
+  RankLayout layout_;
+  std::shared_ptr<dist::ProcessGroup> world_, tensor_group_, pipeline_group_, data_group_;
+  std::unique_ptr<Pipeline> pipeline_;
+  ModulePtr local_;                   // the stage (ranked), the stages (in process) or the tensor-parallel GPT
+  std::vector<Tensor> counted_once_;  // the gradients the global norm sums on this rank
+};
+
+}  // namespace tessera::nn
