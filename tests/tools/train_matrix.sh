@@ -6,6 +6,8 @@
 # under --graph with --profile and replays the captured step (f16: refused when the flags are
 # parsed, with the reason: loss scaling changes the step).
 #   train_matrix.sh TESSERA DATA_DIR WORK_DIR [emulated]
+#   TESSERA_MATRIX_MODELS="mlp cnn gpt lstm" (the default) picks the models: CTest runs the image
+#   and the text models apart, each well inside a test's 120 s on a slower 2-core machine.
 set -euo pipefail
 tessera=$1 data=$2 work=$3 emulated=${4:-}
 dir=$(mktemp -d "$work/train_matrix.XXXXXX")
@@ -31,7 +33,7 @@ graph_flags_of() {
 }
 
 runs=0
-for model in mlp cnn gpt lstm; do
+for model in ${TESSERA_MATRIX_MODELS:-mlp cnn gpt lstm}; do
   read -ra base <<< "$(flags_of $model)"
   for precision in f32 bf16 f16; do
     tag=$model-$precision
