@@ -44,6 +44,40 @@ template <int N> Indexer<N> make_indexer(const Shape& shape, const std::array<co
   return ix;
 }
 
+/** A binary op's operands as a dense one and a broadcast one over [rows, cols] (see
+ *  `dense_with_broadcast`); `found` is false for every other layout. */
+struct DenseWithBroadcast {
+  bool found = false, row_of_cols = false;  // the broadcast operand: a row of cols, or a column of rows
+  int64_t rows = 0, cols = 0;
+  const Tensor *dense = nullptr, *bcast = nullptr;
+};
+
+/** Recognises, from the indexer of {out, a, b}, a dense out and operand with the other operand
+ *  broadcast as a row (`x + b[None, :]`, a bias), a column (`x + b[:, None]`) or a scalar. */
+inline DenseWithBroadcast dense_with_broadcast(const Indexer<3>& ix, const Tensor& a, const Tensor& b) {
+  DenseWithBroadcast r;
+  if (ix.contiguous || ix.ndim < 1 || ix.ndim > 2) return r;
+  const int64_t cols = ix.sizes[0], rows = ix.ndim == 2 ? ix.sizes[1] : 1;
+  const auto is = [&](int k, int64_t inner, int64_t outer) {
+    return ix.strides[k][0] == inner && (ix.ndim == 1 || ix.strides[k][1] == outer);
+  };
+  if (cols <= 0 || rows <= 0 || !is(0, 1, cols)) return r;
+  for (int dense = 1; dense <= 2; ++dense) {
+    const int other = 3 - dense;
+    if (!is(dense, 1, cols)) continue;
+    const bool row = ix.ndim == 2 && is(other, 1, 0), column = is(other, 0, ix.ndim == 2 ? 1 : 0);
+    if (!row && !column) continue;
+    r.found = true;
+    r.row_of_cols = row;
+    r.rows = rows;
+    r.cols = cols;
+    r.dense = dense == 1 ? &a : &b;
+    r.bcast = dense == 1 ? &b : &a;
+    return r;
+  }
+  return r;
+}
+
 /**
  * Offsets of a, b and out (in that order) for each batch index of a batched matmul: the batch
  * axes are all but the last two of `out`, and a and b arrive expanded to them.

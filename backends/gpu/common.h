@@ -29,6 +29,15 @@ DeviceErrorSlot* device_error_slot(int device);
 
 template <class T> T* ptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
 
+/** 16 bytes of T (one 128-bit transaction on NVIDIA and AMD), for vectorised loads and stores. */
+template <class T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+template <class T>
+inline constexpr int kPack = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+inline bool pack_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 /** Combines v across the calling warp with `op` (butterfly: every lane gets the result). */
 template <class T, class Op> TESSERA_DEVICE T warp_all_reduce(T v, Op op) {
   for (int m = warp_size() / 2; m > 0; m >>= 1) v = op(v, shfl_xor(v, m));

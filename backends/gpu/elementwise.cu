@@ -32,13 +32,9 @@ TESSERA_GLOBAL void binary_kernel(int64_t n, O* out, const T* a, const T* b, Ind
   }
 }
 
-// Contiguous fast path: each thread moves 16 bytes of the input per load (one 128-bit
-// transaction on NVIDIA/AMD), so the kernels run at the bandwidth limit rather than the
-// load-issue limit; the tail shorter than one pack is done element by element.
-template <class T, int N> struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-template <class T> inline constexpr int kPack = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+// Contiguous fast path: each thread moves 16 bytes of the input per load (Pack, common.h), so
+// the kernels run at the bandwidth limit rather than the load-issue limit; the tail shorter
+// than one pack is done element by element.
 
 template <class Fn, class T>
 TESSERA_GLOBAL void unary_vec_kernel(int64_t n, T* out, const T* a) {
@@ -70,6 +66,41 @@ TESSERA_GLOBAL void binary_vec_kernel(int64_t n, O* out, const T* a, const T* b)
   }
   for (int64_t i = packs * N + global_index(); i < n; i += grid_stride()) {
     out[i] = static_cast<O>(Fn{}(static_cast<C>(a[i]), static_cast<C>(b[i])));
+  }
+}
+
+// A dense operand combined with a broadcast one over a [rows, cols] layout: the broadcast operand
+// is a row of `cols` (row_of_cols: bias-like, `x + b[None, :]`) or a column of `rows` (`x + b[:, None]`,
+// or a scalar with rows = 1). Thread g keeps column pack g % packs and walks the rows, so its
+// broadcast pack is loaded once and no element pays an index division (the general kernel pays
+// two 64-bit divisions per element: half the bandwidth on an H200).
+template <class Fn, class T, class O>
+TESSERA_GLOBAL void binary_bcast_kernel(int64_t rows, int64_t cols, O* out, const T* dense, const T* bcast, bool row_of_cols,
+                                        bool bcast_first) {
+  using C = compute_t<T>;
+  constexpr int N = kPack<T>;
+  const int64_t packs = cols / N, g = global_index(), threads = grid_stride();
+  const int64_t row_step = threads >= packs ? threads / packs : 1;
+  if (threads >= packs && g >= row_step * packs) return;
+  const int64_t first_pack = threads >= packs ? g % packs : g, pack_step = threads >= packs ? packs : threads;
+  for (int64_t p = first_pack; p < packs; p += pack_step) {
+    Pack<T, N> b{};
+    if (row_of_cols) b = reinterpret_cast<const Pack<T, N>*>(bcast)[p];
+    for (int64_t r = threads >= packs ? g / packs : 0; r < rows; r += row_step) {
+      const int64_t i = r * packs + p;
+      if (!row_of_cols) {
+        TESSERA_UNROLL
+        for (int j = 0; j < N; ++j) b.v[j] = bcast[r];
+      }
+      const Pack<T, N> x = reinterpret_cast<const Pack<T, N>*>(dense)[i];
+      Pack<O, N> z;
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) {
+        const C d = static_cast<C>(x.v[j]), e = static_cast<C>(b.v[j]);
+        z.v[j] = static_cast<O>(bcast_first ? Fn{}(e, d) : Fn{}(d, e));
+      }
+      reinterpret_cast<Pack<O, N>*>(out)[i] = z;
+    }
   }
 }
 
@@ -139,6 +170,15 @@ template <class Fn, DTypePolicy P> void binary_op(const KernelCall& c) {
       launch(binary_vec_kernel<Fn, T, O>, blocks_for(out.numel() / kPack<T> + 1), Grid{kThreads}, 0, false, out.numel(), ptr<O>(out),
              ptr<T>(a), ptr<T>(b));
       return;
+    }
+    if constexpr (kernels::is_float_like_v<T> && std::is_same_v<T, O>) {
+      if (const auto bc = backend_common::dense_with_broadcast(ix, a, b);
+          bc.found &&
+          packable<T, O>(bc.cols % kPack<T> == 0, out.data_ptr(), bc.dense->data_ptr(), bc.row_of_cols ? bc.bcast->data_ptr() : nullptr)) {
+        launch(binary_bcast_kernel<Fn, T, O>, blocks_for(out.numel() / kPack<T>), Grid{kThreads}, 0, false, bc.rows, bc.cols, ptr<O>(out),
+               ptr<T>(*bc.dense), ptr<T>(*bc.bcast), bc.row_of_cols, bc.bcast == &a);
+        return;
+      }
     }
     launch(binary_kernel<Fn, T, O>, blocks_for(out.numel()), Grid{kThreads}, 0, false, out.numel(), ptr<O>(out), ptr<T>(a),
            ptr<T>(b), ix);

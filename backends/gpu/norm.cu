@@ -6,6 +6,7 @@
 #include "common.h"
 #include "tessera/ops/creation.h"
 #include "kernels.h"
+#include "warp_rows.h"
 
 namespace tessera::gpu {
 inline namespace TESSERA_GPU_TARGET {
@@ -106,6 +107,88 @@ TESSERA_GLOBAL void ln_fwd_kernel(int64_t rows, int64_t d, const T* x, const T* 
       y[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(val));
     }
     if (thread_x() == 0) mean[r] = static_cast<S>(mu), rstd[r] = static_cast<S>(rs);
+  }
+}
+
+// Rows that fit a warp's registers (warp_rows.h), a warp per row: x read once, the mean and
+// then the centred variance (the block kernel's two passes) by shuffles.
+template <class T, class S, int P>
+TESSERA_GLOBAL void ln_fwd_warp_kernel(int64_t rows, int64_t d, const T* x, const T* gamma, const T* beta, T* y, S* mean, S* rstd,
+                                       double eps) {
+  using C = compute_t<T>;
+  constexpr int N = kPack<T>;
+  const auto add = [](C a, C b) { return a + b; };
+  C g[P][N] = {}, b[P][N] = {};  // gamma and beta, the same for every row
+  if (gamma) load_warp_row<T, P>(gamma, d, C(0), g);
+  if (beta) load_warp_row<T, P>(beta, d, C(0), b);
+  for (int64_t r = warp_row(); r < rows; r += warp_rows_stride()) {
+    C v[P][N];
+    load_warp_row<T, P>(x + r * d, d, C(0), v);
+    C s = 0;
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) s += v[p][j];
+    }
+    const C mu = warp_all_reduce(s, add) / static_cast<C>(d);
+    C q = 0;
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) {
+        v[p][j] -= mu;
+        if (in_warp_row<T>(p, d)) q += v[p][j] * v[p][j];
+      }
+    }
+    const C rs = C(1) / ::sqrt(warp_all_reduce(q, add) / static_cast<C>(d) + static_cast<C>(eps));
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) {
+        C val = v[p][j] * rs;
+        if (gamma) val *= g[p][j];
+        if (beta) val += b[p][j];
+        v[p][j] = val;
+      }
+    }
+    store_warp_row<T, P>(y + r * d, d, v);
+    if (gpu::lane() == 0) mean[r] = static_cast<S>(mu), rstd[r] = static_cast<S>(rs);
+  }
+}
+
+// The input gradient of rows that fit a warp's registers: g and x read once.
+template <class T, class S, int P>
+TESSERA_GLOBAL void ln_bwd_dx_warp_kernel(int64_t rows, int64_t d, const T* g, const T* x, const T* gamma, const S* mean, const S* rstd,
+                                          T* dx) {
+  using C = compute_t<T>;
+  constexpr int N = kPack<T>;
+  const auto add = [](C a, C b) { return a + b; };
+  C w[P][N] = {};
+  if (gamma) load_warp_row<T, P>(gamma, d, C(0), w);
+  for (int64_t r = warp_row(); r < rows; r += warp_rows_stride()) {
+    const C mu = static_cast<C>(mean[r]), rs = static_cast<C>(rstd[r]);
+    C gv[P][N], xh[P][N];
+    load_warp_row<T, P>(g + r * d, d, C(0), gv);
+    load_warp_row<T, P>(x + r * d, d, C(0), xh);
+    C a = 0, b = 0;
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) {
+        if (gamma) gv[p][j] *= w[p][j];  // dxh
+        xh[p][j] = (xh[p][j] - mu) * rs;
+        a += gv[p][j];
+        b += gv[p][j] * xh[p][j];
+      }
+    }
+    a = warp_all_reduce(a, add) / static_cast<C>(d);
+    b = warp_all_reduce(b, add) / static_cast<C>(d);
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) gv[p][j] = rs * (gv[p][j] - a - xh[p][j] * b);
+    }
+    store_warp_row<T, P>(dx + r * d, d, gv);
   }
 }
 
@@ -228,17 +311,33 @@ void bn_bwd(const KernelCall& c) {
 void ln_fwd(const KernelCall& c) {
   const Tensor& x = c.inputs[0];
   backend_common::dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
-    launch(ln_fwd_kernel<T, stat_t<T>>, row_grid(x.size(0)), Grid{kThreads}, 0, true, x.size(0), x.size(1), ptr<const T>(x),
-           opt<T>(c.inputs[1]), opt<T>(c.inputs[2]), ptr<T>(c.outputs[0]), ptr<stat_t<T>>(c.outputs[1]), ptr<stat_t<T>>(c.outputs[2]),
-           c.attrs.eps);
+    const int64_t rows = x.size(0), d = x.size(1);
+    const bool vec = warp_rows_vectorised<T>(d, {x.data_ptr(), opt<T>(c.inputs[1]), opt<T>(c.inputs[2]), c.outputs[0].data_ptr()});
+    const bool in_registers = with_warp_row_packs<T>(d, vec, [&](auto packs) {
+      launch(ln_fwd_warp_kernel<T, stat_t<T>, decltype(packs)::value>, warp_row_blocks(rows), Grid{kThreads}, 0, true, rows, d,
+             ptr<const T>(x), opt<T>(c.inputs[1]), opt<T>(c.inputs[2]), ptr<T>(c.outputs[0]), ptr<stat_t<T>>(c.outputs[1]),
+             ptr<stat_t<T>>(c.outputs[2]), c.attrs.eps);
+    });
+    if (in_registers) return;
+    launch(ln_fwd_kernel<T, stat_t<T>>, row_grid(rows), Grid{kThreads}, 0, true, rows, d, ptr<const T>(x), opt<T>(c.inputs[1]),
+           opt<T>(c.inputs[2]), ptr<T>(c.outputs[0]), ptr<stat_t<T>>(c.outputs[1]), ptr<stat_t<T>>(c.outputs[2]), c.attrs.eps);
   });
 }
 void ln_bwd(const KernelCall& c) {
   const Tensor& x = c.inputs[1];
   backend_common::dispatch_float(x.dtype(), "layer_norm_backward", [&]<class T>() {
     using S = stat_t<T>;
-    launch(ln_bwd_dx_kernel<T, S>, row_grid(x.size(0)), Grid{kThreads}, 0, true, x.size(0), x.size(1), ptr<const T>(c.inputs[0]),
-           ptr<const T>(x), opt<T>(c.inputs[2]), ptr<const S>(c.inputs[3]), ptr<const S>(c.inputs[4]), ptr<T>(c.outputs[0]));
+    const bool vec =
+        warp_rows_vectorised<T>(x.size(1), {c.inputs[0].data_ptr(), x.data_ptr(), opt<T>(c.inputs[2]), c.outputs[0].data_ptr()});
+    const bool in_registers = with_warp_row_packs<T>(x.size(1), vec, [&](auto packs) {
+      launch(ln_bwd_dx_warp_kernel<T, S, decltype(packs)::value>, warp_row_blocks(x.size(0)), Grid{kThreads}, 0, true, x.size(0), x.size(1),
+             ptr<const T>(c.inputs[0]), ptr<const T>(x), opt<T>(c.inputs[2]), ptr<const S>(c.inputs[3]), ptr<const S>(c.inputs[4]),
+             ptr<T>(c.outputs[0]));
+    });
+    if (!in_registers) {
+      launch(ln_bwd_dx_kernel<T, S>, row_grid(x.size(0)), Grid{kThreads}, 0, true, x.size(0), x.size(1), ptr<const T>(c.inputs[0]),
+             ptr<const T>(x), opt<T>(c.inputs[2]), ptr<const S>(c.inputs[3]), ptr<const S>(c.inputs[4]), ptr<T>(c.outputs[0]));
+    }
     // Enough (chunk, column) threads to fill a large GPU (>= 64K), each chunk at least 32 rows.
     const int64_t rows = x.size(0), d = x.size(1);
     const int64_t chunks = std::clamp<int64_t>(std::min((65536 + d - 1) / std::max<int64_t>(d, 1), rows / 32), 1, 1024);

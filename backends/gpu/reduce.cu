@@ -1,8 +1,9 @@
 // Reductions, arg-reductions, cumsum and softmax. The host lays the reduced axes out as the
 // rows of a contiguous [rows, len] tensor (a copy only when they are not already last and
 // dense). Accumulation is in the compute type (f32 for f32/f16/bf16, f64 only for f64): each
-// thread sums its strided elements with Kahan compensation and threads combine in a fixed
-// shared-memory tree finished by warp shuffles, so results are deterministic for a given shape.
+// thread sums its strided 16-byte packs with Kahan compensation and threads combine in a fixed
+// shared-memory tree finished by warp shuffles (rows up to 2,048: a warp per row, shuffles
+// only), so results are deterministic for a given shape.
 // Few long rows (a whole-tensor sum) are split into chunks reduced by separate blocks and
 // combined by a second pass, so a 16M-element sum keeps hundreds of SMs busy, not one.
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "../common/row_layout.h"
 #include "common.h"
 #include "kernels.h"
+#include "warp_rows.h"
 #include "tessera/kernels/convert.h"
 #include "tessera/kernels/reduce.h"
 #include "tessera/ops/creation.h"
@@ -41,23 +43,70 @@ template <class Op> constexpr bool compensated() {
   else return false;
 }
 
-// This thread's share of in[begin, end) (stride: the block's threads), Kahan-compensated for
-// f32 sums; the compensation is dropped once the sum is not finite so inf stays inf.
-template <class Op, class T> TESSERA_DEVICE typename Op::Acc thread_accumulate(const T* in, int64_t begin, int64_t end) {
+// One thread's running reduction, Kahan-compensated for f32 sums; the compensation is dropped
+// once the sum is not finite so inf stays inf.
+template <class Op, class T>
+struct ThreadAccumulator {
   using Acc = typename Op::Acc;
-  Acc acc = Op::init();
-  if constexpr (compensated<Op>()) {
-    Acc c = 0;
-    for (int64_t j = begin + thread_x(); j < end; j += block_dim_x()) {
-      const Acc y = static_cast<Acc>(static_cast<compute_t<T>>(in[j])) - c;
+  Acc acc = Op::init(), c = Acc(0);
+  TESSERA_DEVICE void add(T v) {
+    if constexpr (compensated<Op>()) {
+      const Acc y = static_cast<Acc>(static_cast<compute_t<T>>(v)) - c;
       const Acc t = acc + y;
       c = t - t == Acc(0) ? (t - acc) - y : Acc(0);  // t - t is 0 exactly when t is finite
       acc = t;
+    } else {
+      acc = Op::step(acc, v);
     }
-  } else {
-    for (int64_t j = begin + thread_x(); j < end; j += block_dim_x()) acc = Op::step(acc, in[j]);
   }
-  return acc;
+};
+
+// Elements a thread loads at once: 16 bytes, but one of a one-byte type (packs of them made
+// ptxas spill in the int8 extremes, as in the byte binary_vec_kernel: known-spills.txt).
+template <class T>
+inline constexpr int kReducePack = sizeof(T) == 1 ? 1 : kPack<T>;
+
+// This thread's share of in[begin, end), seen as packs of kReducePack elements counted from
+// begin: packs first, first + stride, ... in order, each pack's elements in order, the partial
+// last pack included. The order depends on the shape only; a pack is one load where in + begin
+// is aligned (else element by element), two to four packs in flight per thread (one scalar load
+// in flight per thread left a 16M-element sum at half of PyTorch's speed on an H200).
+template <class Op, class T>
+TESSERA_DEVICE typename Op::Acc thread_accumulate(const T* in, int64_t begin, int64_t end, int64_t first, int64_t stride) {
+  constexpr int N = kReducePack<T>, U = N >= 8 ? 2 : 4;
+  const T* base = in + begin;
+  const int64_t len = end - begin, full = len / N;
+  const bool vec = reinterpret_cast<uintptr_t>(base) % (sizeof(T) * N) == 0;
+  const auto load = [&](Pack<T, N>& v, int64_t q) {
+    if (vec) {
+      v = reinterpret_cast<const Pack<T, N>*>(base)[q];
+    } else {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) v.v[j] = base[q * N + j];
+    }
+  };
+  ThreadAccumulator<Op, T> a;
+  int64_t p = first;
+  for (; p + (U - 1) * stride < full; p += U * stride) {
+    Pack<T, N> v[U];
+    TESSERA_UNROLL
+    for (int u = 0; u < U; ++u) load(v[u], p + u * stride);
+    TESSERA_UNROLL
+    for (int u = 0; u < U; ++u) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) a.add(v[u].v[j]);
+    }
+  }
+  for (; p < full; p += stride) {
+    Pack<T, N> v;
+    load(v, p);
+    TESSERA_UNROLL
+    for (int j = 0; j < N; ++j) a.add(v.v[j]);
+  }
+  if (p == full) {
+    for (int64_t j = full * N; j < len; ++j) a.add(base[j]);
+  }
+  return a.acc;
 }
 
 // Reduces v across the block (blockDim a power of two >= the warp size); every thread gets it.
@@ -84,8 +133,19 @@ template <class T, class Op> TESSERA_GLOBAL void reduce_rows_kernel(int64_t rows
   using Acc = typename Op::Acc;
   TESSERA_SHARED_ARRAY(Acc, smem, kThreads);
   for (int64_t r = block_x(); r < rows; r += grid_dim_x()) {
-    const Acc acc = block_reduce(thread_accumulate<Op>(in, r * len, (r + 1) * len), Op{}, smem);
+    const Acc acc = block_reduce(thread_accumulate<Op>(in, r * len, (r + 1) * len, thread_x(), block_dim_x()), Op{}, smem);
     if (thread_x() == 0) out[r] = Op::finish(acc);
+  }
+}
+
+// Rows up to kWarpRowLen elements, a warp per row: shuffles only, no block barrier (a block per
+// 1,024-element row spent most of its time in the tree's barriers: 0.53x PyTorch on an H200).
+constexpr int64_t kWarpRowLen = 2048;
+template <class T, class Op>
+TESSERA_GLOBAL void reduce_rows_warp_kernel(int64_t rows, int64_t len, const T* in, T* out) {
+  for (int64_t r = warp_row(); r < rows; r += warp_rows_stride()) {
+    const auto acc = warp_all_reduce(thread_accumulate<Op>(in, r * len, (r + 1) * len, gpu::lane(), warp_size()), Op{});
+    if (gpu::lane() == 0) out[r] = Op::finish(acc);
   }
 }
 
@@ -97,7 +157,7 @@ TESSERA_GLOBAL void reduce_chunks_kernel(int64_t rows, int64_t len, int64_t chun
   for (int64_t b = block_x(); b < rows * chunks; b += grid_dim_x()) {
     const int64_t r = b / chunks, begin = (b % chunks) * chunk_len;
     const int64_t end = begin + chunk_len < len ? begin + chunk_len : len;
-    const Acc acc = block_reduce(thread_accumulate<Op>(in + r * len, begin, end), Op{}, smem);
+    const Acc acc = block_reduce(thread_accumulate<Op>(in + r * len, begin, end, thread_x(), block_dim_x()), Op{}, smem);
     if (thread_x() == 0) partial[b] = acc;
   }
 }
@@ -278,6 +338,44 @@ template <class T, bool kLog> TESSERA_GLOBAL void softmax_rows_kernel(int64_t ro
   }
 }
 
+// Softmax of rows that fit a warp's registers (warp_rows.h), a warp per row.
+template <class T, bool kLog, int P>
+TESSERA_GLOBAL void softmax_warp_kernel(int64_t rows, int64_t len, const T* in, T* out) {
+  using C = compute_t<T>;
+  constexpr int N = kPack<T>;
+  for (int64_t r = warp_row(); r < rows; r += warp_rows_stride()) {
+    C v[P][N];
+    load_warp_row<T, P>(in + r * len, len, C(-INFINITY), v);
+    C mx = -INFINITY;
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) mx = MaxC<C>{}(mx, v[p][j]);
+    }
+    mx = warp_all_reduce(mx, MaxC<C>{});
+    if (mx == C(-INFINITY)) mx = 0;  // as in the block kernel
+    C s = 0;
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) {
+        v[p][j] -= mx;
+        const C e = ::exp(v[p][j]);
+        if (!kLog) v[p][j] = e;
+        if (in_warp_row<T>(p, len)) s += e;
+      }
+    }
+    s = warp_all_reduce(s, AddC<C>{});
+    const C log_s = kLog ? ::log(s) : C(0), inv_s = kLog ? C(0) : reciprocal_rn(s);
+    TESSERA_UNROLL
+    for (int p = 0; p < P; ++p) {
+      TESSERA_UNROLL
+      for (int j = 0; j < N; ++j) v[p][j] = kLog ? v[p][j] - log_s : v[p][j] * inv_s;
+    }
+    store_warp_row<T, P>(out + r * len, len, v);
+  }
+}
+
 Grid row_blocks(int64_t rows) { return Grid{static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 4096))}; }
 
 // Chunks per row so that few long rows still launch >= kTargetBlocks blocks (above the SM count
@@ -292,12 +390,17 @@ int64_t chunks_for(int64_t rows, int64_t len) {
 
 template <class T, class Op> void reduce_rows(int64_t nrows, int64_t len, const T* in, T* out, Device device) {
   const int64_t chunks = chunks_for(nrows, len);
+  if (chunks == 1 && len <= kWarpRowLen) {
+    launch(reduce_rows_warp_kernel<T, Op>, warp_row_blocks(nrows), Grid{kThreads}, 0, true, nrows, len, in, out);
+    return;
+  }
   if (chunks == 1) {
     launch(reduce_rows_kernel<T, Op>, row_blocks(nrows), Grid{kThreads}, 0, true, nrows, len, in, out);
     return;
   }
   using Acc = typename Op::Acc;
-  const int64_t chunk_len = (len + chunks - 1) / chunks;
+  // Whole packs per chunk, so every chunk of an aligned row loads 16 bytes at a time.
+  const int64_t chunk_len = ((len + chunks - 1) / chunks + kReducePack<T> - 1) / kReducePack<T> * kReducePack<T>;
   const Tensor partial = empty({nrows * chunks * static_cast<int64_t>(sizeof(Acc))}, DType::u8, device);
   launch(reduce_chunks_kernel<T, Op>, row_blocks(nrows * chunks), Grid{kThreads}, 0, true, nrows, len, chunks, chunk_len, in,
          ptr<Acc>(partial));
@@ -368,8 +471,22 @@ void cumsum_op(const KernelCall& c) {
 template <bool kLog> void softmax_op(const KernelCall& c) {
   backend_common::dispatch_float(c.inputs[0].dtype(), op_name(c.op).data(), [&]<class T>() {
     along_axis(c, [&](const Tensor& rows, Tensor& res) {
-      launch(softmax_rows_kernel<T, kLog>, row_blocks(rows.size(0)), Grid{kThreads}, 0, true, rows.size(0), rows.size(1),
-             ptr<const T>(rows), ptr<T>(res));
+      const int64_t nrows = rows.size(0), len = rows.size(1);
+      // Not f64: its exp's slow path, inlined once per element, spills on sm_90.
+      const bool vec = !std::is_same_v<T, double> && warp_rows_vectorised<T>(len, {rows.data_ptr(), res.data_ptr()});
+      // log_softmax to 4 packs a lane: logf's slow-path call with 32 values live spills on sm_90.
+      const bool in_registers = with_warp_row_packs<T>(
+          len, vec,
+          [&](auto packs) {
+            if constexpr (!std::is_same_v<T, double> && !(kLog && decltype(packs)::value > 4)) {
+              launch(softmax_warp_kernel<T, kLog, decltype(packs)::value>, warp_row_blocks(nrows), Grid{kThreads}, 0, true, nrows, len,
+                     ptr<const T>(rows), ptr<T>(res));
+            }
+          },
+          kLog ? 4 : 8);
+      if (!in_registers) {
+        launch(softmax_rows_kernel<T, kLog>, row_blocks(nrows), Grid{kThreads}, 0, true, nrows, len, ptr<const T>(rows), ptr<T>(res));
+      }
     });
   });
 }

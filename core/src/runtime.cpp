@@ -52,7 +52,10 @@ struct PinnedPool {
   void* take(size_t bytes) {
     {
       std::lock_guard lock(mutex);
-      if (auto it = free.find(bytes); it != free.end()) {
+      // The buffer of this size freed last (equal keys keep insertion order): the warmest in
+      // cache, and the one a caller that just dropped a buffer gets back.
+      if (const auto [lo, hi] = free.equal_range(bytes); lo != hi) {
+        const auto it = std::prev(hi);
         void* p = it->second;
         free.erase(it);
         return p;

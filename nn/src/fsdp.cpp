@@ -29,9 +29,9 @@ struct Flat {
   size_t unit = 0, group = 0;
   std::vector<Tensor> params;
   std::vector<size_t> index;     // each parameter's position in its group of the unsharded model
-  std::vector<int64_t> offsets;  // each parameter's first element in `full`
+  std::vector<int64_t> offsets;  // each parameter's first element in `full` (256-byte aligned: detail::aligned_offsets)
   std::vector<bool> got;         // a gradient arrived since the last reduce-scatter
-  int64_t numel = 0, shard = 0;
+  int64_t numel = 0, shard = 0;  // numel: the used length, alignment gaps included
   Tensor full, local;
   std::unique_ptr<dist::Work> gather;  // in flight into `full`
   bool gathered = false;
@@ -121,7 +121,7 @@ struct FullyShardedDataParallel::State {
   void reduce(size_t f) {
     NoGradGuard no_grad;
     Flat& flat = flats[f];
-    PendingReduce r{f, detail::flatten_padded(flat.params, true, flat.shard * group.world_size()),
+    PendingReduce r{f, detail::flatten_at(flat.params, flat.offsets, true, flat.shard * group.world_size()),
                     empty({flat.shard}, flat.local.dtype(), flat.local.device()), nullptr};
     for (const Tensor& p : flat.params) p.set_grad(Tensor());
     r.work = group.reduce_scatter(r.out, r.grads, options.reduce);
@@ -209,12 +209,13 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
                     static_cast<int64_t>(flat.unit) - 1, " mixes ", p.dtype(), " on ", p.device().str(), " with ", first.dtype(), " on ",
                     first.device().str(), " in one parameter group (one dtype and device per unit and group)");
       TESSERA_CHECK(is_floating(p.dtype()), "FullyShardedDataParallel", "expected floating parameters, got ", p.dtype());
-      flat.offsets.push_back(flat.numel);
-      flat.numel += p.numel();
     }
+    flat.offsets = detail::aligned_offsets(flat.params);
+    flat.numel = flat.offsets.back();
+    flat.offsets.pop_back();
     flat.got.assign(flat.params.size(), false);
     flat.shard = (flat.numel + world - 1) / world;
-    flat.full = detail::flatten_padded(flat.params, false, flat.shard * world);
+    flat.full = detail::flatten_at(flat.params, flat.offsets, false, flat.shard * world);
     flat.local = flat.full.narrow(0, flat.shard * group.rank(), flat.shard).clone().set_requires_grad();
     // In place, as Module::to(): the module (and anything holding these tensors) reads the views.
     for (size_t k = 0; k < flat.params.size(); ++k) {
@@ -354,7 +355,7 @@ void FullyShardedDataParallel::load_full_state_dict(const StateDict& state) {
     Flat& flat = s.flats[f];
     s.release_flat(f);  // waits for a gather in flight
     flat.full.storage()->materialize();
-    if (flat.full.numel() > flat.numel) flat.full.narrow(0, flat.numel, flat.full.numel() - flat.numel).zero_();
+    detail::zero_gaps(flat.full, flat.params, flat.offsets);
   }
   try {
     module_->load_state_dict(state);  // validates every key and shape before writing

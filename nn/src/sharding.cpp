@@ -26,6 +26,40 @@ Tensor flatten_padded(const std::vector<Tensor>& tensors, bool grads, int64_t pa
   return cat(parts, 0);
 }
 
+std::vector<int64_t> aligned_offsets(const std::vector<Tensor>& tensors) {
+  std::vector<int64_t> offsets;
+  int64_t end = 0;
+  for (const Tensor& t : tensors) {
+    const int64_t align = std::max<int64_t>(1, kFlatParamAlignBytes / static_cast<int64_t>(itemsize(t.dtype())));
+    end = (end + align - 1) / align * align;
+    offsets.push_back(end);
+    end += t.numel();
+  }
+  offsets.push_back(end);
+  return offsets;
+}
+
+void zero_gaps(Tensor& flat, const std::vector<Tensor>& tensors, const std::vector<int64_t>& offsets) {
+  int64_t end = 0;
+  for (size_t k = 0; k <= tensors.size(); ++k) {
+    const int64_t start = k < tensors.size() ? offsets[k] : flat.numel();
+    if (start > end) flat.narrow(0, end, start - end).zero_();
+    if (k < tensors.size()) end = offsets[k] + tensors[k].numel();
+  }
+}
+
+Tensor flatten_at(const std::vector<Tensor>& tensors, const std::vector<int64_t>& offsets, bool grads, int64_t total) {
+  Tensor flat = empty({total}, tensors.front().dtype(), tensors.front().device());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    Tensor dst = flat.narrow(0, offsets[k], tensors[k].numel());
+    if (!grads) dst.copy_(tensors[k].detach().reshape({-1}));
+    else if (tensors[k].grad().defined()) dst.copy_(tensors[k].grad().reshape({-1}));
+    else dst.zero_();
+  }
+  zero_gaps(flat, tensors, offsets);
+  return flat;
+}
+
 bool same_bits_on_every_rank(dist::ProcessGroup& group, const std::vector<Tensor>& tensors) {
   // FNV-1a over the bytes: equal bits give equal sums, and the two reductions (max, min) agree
   // only when every rank's sum is the same.

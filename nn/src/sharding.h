@@ -25,6 +25,22 @@ void average_gradients(dist::ProcessGroup& group, const std::vector<Tensor>& ten
  *  elements, zeros after the last: a ZeRO shard layout. */
 Tensor flatten_padded(const std::vector<Tensor>& tensors, bool grads, int64_t padded);
 
+/** Bytes at which each parameter of a fully sharded flat starts: the allocator's alignment, so a
+ *  parameter viewed in the flat has the address alignment of one allocated alone (vendor GEMMs
+ *  such as cuBLASLt choose their algorithm, and so their rounding, by operand alignment). */
+inline constexpr int64_t kFlatParamAlignBytes = 256;
+
+/** Each tensor's first element in a flat holding them in order, each start a multiple of
+ *  kFlatParamAlignBytes; the last entry is the flat's used length (its end). */
+std::vector<int64_t> aligned_offsets(const std::vector<Tensor>& tensors);
+
+/** The tensors (or their gradients, zeros where undefined) at `offsets` (aligned_offsets) in one
+ *  flat tensor of `total` elements, zeros in the gaps and after the last. */
+Tensor flatten_at(const std::vector<Tensor>& tensors, const std::vector<int64_t>& offsets, bool grads, int64_t total);
+
+/** Zeroes the elements of `flat` that no tensor at `offsets` covers (the gaps and the tail). */
+void zero_gaps(Tensor& flat, const std::vector<Tensor>& tensors, const std::vector<int64_t>& offsets);
+
 /** An optimizer state entry's key: "state.<group>.<param>.<name>". */
 struct OptimizerStateKey {
   size_t group = 0, param = 0;
