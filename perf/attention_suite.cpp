@@ -37,6 +37,28 @@ void attention_cases(Device dev, bool quick, int threads, std::vector<Case>& out
     c.peak_memory = true;
     out.push_back(c);
   }
+  // BERT-style padded batches: a key-padding mask [B, 1, 1, T] (the second sequence half padding)
+  // against the same fused call without a mask, time and peak bytes: the kernels read the mask
+  // per tile, so the peak stays the unmasked kernel's (not a T x T bias).
+  for (int64_t t : quick ? std::vector<int64_t>{256} : std::vector<int64_t>{1024, 4096}) {
+    const int64_t pb = 2, ph = 4;
+    const Tensor keys = arange(t, DType::i64, dev).reshape({1, 1, 1, t});
+    const Tensor lens = from_vector<int64_t>({t, t / 2}, {pb, 1, 1, 1}).to(dev);
+    auto in = std::make_shared<std::vector<Tensor>>(
+        std::vector<Tensor>{randn({pb, ph, t, d}, DType::f32, dev), randn({pb, ph, t, d}, DType::f32, dev),
+                            randn({pb, ph, t, d}, DType::f32, dev), randn({pb, ph, t, d}, DType::f32, dev), lt(keys, lens)});
+    const auto body = [in](bool masked) {
+      return [in, masked] {
+        Tensor q = (*in)[0].detach().set_requires_grad(), k = (*in)[1].detach().set_requires_grad(),
+               v = (*in)[2].detach().set_requires_grad();
+        backward({scaled_dot_product_attention(q, k, v, masked ? (*in)[4] : Tensor())}, {(*in)[3]});
+      };
+    };
+    const double flops = 14.0 * static_cast<double>(pb * ph) * static_cast<double>(t) * static_cast<double>(t) * static_cast<double>(d);
+    Case c{"attention", "sdpa_key_padding_fwd_bwd", "f32", {pb, ph, t, d}, flops, 0, 1, body(true), Peer{"unmasked", body(false)}};
+    c.peak_memory = true;
+    out.push_back(c);
+  }
   // The default GPT of `tessera train --model gpt` (fortunes' vocabulary of 112 characters).
   const int64_t vocab = 112, context = 128, layers = 4, heads = 4, dim = 128, batch = quick ? 4 : 32;
   nn::GPTConfig cfg{vocab, context, layers, heads, dim, 0.0};

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/attention_bias.h"
 #include "../common/dtype_dispatch.h"
 #include "cpu_backend.h"
 #include "vec_math.h"
@@ -33,14 +34,31 @@ struct AttnGeom {
   bool causal;
   float keep;  // 1 - dropout p
   uint64_t seed, offset;
+  kernels::AttentionBias bias;  // the additive mask, if any
   bool dropout() const { return keep < 1.0f; }
+  // s[jj] += mask(bh, i, j0 + jj) for the n visible keys of a block.
+  template <class C>
+  void add_bias(int64_t bh, int64_t i, int64_t j0, int64_t n, C* s) const {
+    if (!bias.defined()) return;
+    const C* b = bias.row<C>(bh, i) + j0 * bias.s_k;
+    for (int64_t jj = 0; jj < n; ++jj) s[jj] += b[jj * bias.s_k];
+  }
 };
 
-AttnGeom geometry(const KernelCall& c) {
-  const Tensor &q = c.inputs[0], &v = c.inputs[2];
-  return {q.size(0),    q.size(1),     c.inputs[1].size(1), q.size(2),
-          v.size(2),    c.attrs.scale, c.attrs.causal,      static_cast<float>(1.0 - c.attrs.dropout_p),
-          c.attrs.seed, c.attrs.offset};
+// inputs: q, k, v and the optional mask (the backward passes its own span from q on).
+AttnGeom geometry(const KernelCall& c, std::span<const Tensor> in) {
+  const Tensor &q = in[0], &v = in[2];
+  return {q.size(0),
+          q.size(1),
+          in[1].size(1),
+          q.size(2),
+          v.size(2),
+          c.attrs.scale,
+          c.attrs.causal,
+          static_cast<float>(1.0 - c.attrs.dropout_p),
+          c.attrs.seed,
+          c.attrs.offset,
+          backend_common::attention_bias(in, 3)};
 }
 
 // Key block [j0, j0 + jn) of head bh as kt[x * kBk + jj] = src[j0 + jj][x] (zero past jn).
@@ -65,7 +83,7 @@ template <class C> inline void row_scores(const C* a, const C* bt, int64_t width
 
 template <class T> void attention_forward(const KernelCall& c) {
   using C = compute_t<T>;
-  const AttnGeom g = geometry(c);
+  const AttnGeom g = geometry(c, c.inputs);
   const T* q = static_cast<const T*>(c.inputs[0].data_ptr());
   const T* k = static_cast<const T*>(c.inputs[1].data_ptr());
   const T* v = static_cast<const T*>(c.inputs[2].data_ptr());
@@ -98,12 +116,13 @@ template <class T> void attention_forward(const KernelCall& c) {
           const int64_t vis = std::min(jn, kernels::attention_key_end(i, g.tq, g.tk, g.causal) - j0);  // visible keys here
           if (vis <= 0) continue;
           row_scores(&qs[r * g.d], kt.data(), g.d, s);
+          g.add_bias(bh, i, j0, vis, s);
           C mx = -INFINITY;
           for (int64_t jj = 0; jj < vis; ++jj) mx = std::max(mx, s[jj]);
           for (int64_t jj = vis; jj < kBk; ++jj) s[jj] = -INFINITY;
-          const C m_new = std::max(m[r], mx);
+          const C m_new = std::max(m[r], mx), base = kernels::attention_softmax_base(m_new);
           const C alpha = m[r] == -INFINITY ? C(0) : exp_c(m[r] - m_new);
-          for (int64_t jj = 0; jj < kBk; ++jj) p[jj] = exp_c(s[jj] - m_new);
+          for (int64_t jj = 0; jj < kBk; ++jj) p[jj] = exp_c(s[jj] - base);
           C sum = 0;
           for (int64_t jj = 0; jj < vis; ++jj) sum += p[jj];
           l[r] = l[r] * alpha + sum;
@@ -136,8 +155,8 @@ template <class T> void attention_forward(const KernelCall& c) {
 
 template <class T> void attention_backward(const KernelCall& c) {
   using C = compute_t<T>;
-  const KernelCall fwd{c.op, c.inputs.subspan(1, 3), c.outputs, c.attrs};
-  const AttnGeom g = geometry(fwd);
+  const Tensor qkvm[4] = {c.inputs[1], c.inputs[2], c.inputs[3], c.inputs.size() > 6 ? c.inputs[6] : Tensor()};
+  const AttnGeom g = geometry(c, qkvm);
   const T* go = static_cast<const T*>(c.inputs[0].data_ptr());
   const T* q = static_cast<const T*>(c.inputs[1].data_ptr());
   const T* k = static_cast<const T*>(c.inputs[2].data_ptr());
@@ -184,6 +203,7 @@ template <class T> void attention_backward(const KernelCall& c) {
             const C lse_i = lse[row];
             if (vis <= 0 || lse_i == C(-INFINITY)) continue;
             row_scores(&qs[r * g.d], kt.data(), g.d, s);
+            g.add_bias(bh, i, j0, vis, s);
             row_scores(&dos[r * g.dv], vt.data(), g.dv, dp);
             for (int64_t jj = 0; jj < kBk; ++jj) p[jj] = exp_c(s[jj] - lse_i);
             for (int64_t jj = vis; jj < kBk; ++jj) p[jj] = 0;

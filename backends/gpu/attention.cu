@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "../common/attention_bias.h"
 #include "common.h"
 #include "kernels.h"
 #include "mma_fragments.h"
@@ -37,7 +38,15 @@ struct AttnArgs {
   bool causal;
   float keep;
   uint64_t seed, offset;
+  kernels::AttentionBias bias;  // the additive mask, if any (compute dtype)
 };
+
+/** Calls f.template operator()<kMask>() with kMask = whether the call has a mask. */
+template <class F>
+void with_mask(const AttnArgs& a, F&& f) {
+  if (a.bias.defined()) f.template operator()<true>();
+  else f.template operator()<false>();
+}
 
 Grid tiles_grid(int64_t tiles) { return Grid{static_cast<unsigned>(tiles < 4096 ? (tiles > 0 ? tiles : 1) : 4096)}; }
 
@@ -58,7 +67,9 @@ TESSERA_DEVICE void load_tile(const T* src, int64_t nrows, int64_t width, int64_
   }
 }
 
-template <class T, int kD> TESSERA_GLOBAL void attn_fwd_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse) {
+// kMask: the kernel reads a.bias (a separate instantiation, so the unmasked kernels keep their registers).
+template <class T, int kD, bool kMask>
+TESSERA_GLOBAL void attn_fwd_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, compute_t<T>* lse) {
   using C = compute_t<T>;
   constexpr int kRows = attn_rows<C, kD>();
   TESSERA_SHARED_ARRAY(C, qs, kRows * kD);
@@ -73,6 +84,7 @@ template <class T, int kD> TESSERA_GLOBAL void attn_fwd_kernel(AttnArgs a, const
   const int64_t qtiles = (a.tq + kRows - 1) / kRows;
   for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
     const int64_t bh = tile / qtiles, i0 = (tile % qtiles) * kRows;
+    const C* mask = kMask ? a.bias.plane<C>(bh) : nullptr;
     load_tile(q + bh * a.tq * a.d, a.tq, a.d, i0, kRows, kD, qs, kD, static_cast<C>(a.scale));
     for (int e = static_cast<int>(thread_x()); e < kRows * kD; e += static_cast<int>(block_dim_x())) acc[e] = 0;
     if (thread_x() < static_cast<unsigned>(kRows)) m[thread_x()] = -INFINITY, l[thread_x()] = 0;
@@ -93,11 +105,12 @@ template <class T, int kD> TESSERA_GLOBAL void attn_fwd_kernel(AttnArgs a, const
         if (valid) {
           s = 0;
           for (int x = 0; x < kD; ++x) s += qs[r * kD + x] * ks[lane * (kD + 1) + x];
+          if constexpr (kMask) s += mask[i * a.bias.s_q + j * a.bias.s_k];
         }
         const C m_old = m[r];
         const C mx = warp_all_reduce(s, MaxOp<C>{});
         const C mn = m_old > mx ? m_old : mx;
-        const C p = valid ? ::exp(s - mn) : C(0);
+        const C p = valid ? ::exp(s - kernels::attention_softmax_base(mn)) : C(0);
         const C sum = warp_all_reduce(p, SumOp<C>{});
         if (lane < kTile) ps[r * kTile + lane] = valid ? p * dropout_factor<C>(a, bh * a.tq + i, j) : C(0);
         if (lane == 0) {
@@ -146,7 +159,7 @@ template <class T> TESSERA_GLOBAL void attn_delta_kernel(int64_t rows, int64_t d
 }
 
 // dK, dV for a tile of kRows keys: walks the query tiles (32 queries, one per lane).
-template <class T, int kD>
+template <class T, int kD, bool kMask>
 TESSERA_GLOBAL void attn_dkdv_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const compute_t<T>* lse,
                                      const compute_t<T>* delta, T* dk, T* dv) {
   using C = compute_t<T>;
@@ -162,6 +175,7 @@ TESSERA_GLOBAL void attn_dkdv_kernel(AttnArgs a, const T* go, const T* q, const 
   const int64_t ktiles = (a.tk + kKeys - 1) / kKeys;
   for (int64_t tile = block_x(); tile < a.bh * ktiles; tile += grid_dim_x()) {
     const int64_t bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;
+    const C* mask = kMask ? a.bias.plane<C>(bh) : nullptr;
     for (int e = static_cast<int>(thread_x()); e < kKeys * kD; e += static_cast<int>(block_dim_x())) dka[e] = 0, dva[e] = 0;
     // The first query that sees key j0 (causal): i >= j0 - (tk - tq).
     int64_t first = a.causal ? j0 - (a.tk - a.tq) : 0;
@@ -182,6 +196,7 @@ TESSERA_GLOBAL void attn_dkdv_kernel(AttnArgs a, const T* go, const T* q, const 
             C s = 0, dp = 0;
             for (int64_t x = 0; x < a.d; ++x) s += qs[lane * (kD + 1) + x] * static_cast<C>(kr[x]);
             for (int64_t x = 0; x < a.dv; ++x) dp += dos[lane * (kD + 1) + x] * static_cast<C>(vr[x]);
+            if constexpr (kMask) s += mask[i * a.bias.s_q + j * a.bias.s_k];
             const C z = dropout_factor<C>(a, row, j);
             p = ::exp(s - lse_i);
             ds = p * (dp * z - delta[row]);
@@ -214,7 +229,7 @@ TESSERA_GLOBAL void attn_dkdv_kernel(AttnArgs a, const T* go, const T* q, const 
 }
 
 // dQ for a tile of kRows queries: walks the key tiles (32 keys, one per lane).
-template <class T, int kD>
+template <class T, int kD, bool kMask>
 TESSERA_GLOBAL void attn_dq_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const compute_t<T>* lse,
                                    const compute_t<T>* delta, T* dq) {
   using C = compute_t<T>;
@@ -230,6 +245,7 @@ TESSERA_GLOBAL void attn_dq_kernel(AttnArgs a, const T* go, const T* q, const T*
   const int64_t qtiles = (a.tq + kRows - 1) / kRows;
   for (int64_t tile = block_x(); tile < a.bh * qtiles; tile += grid_dim_x()) {
     const int64_t bh = tile / qtiles, i0 = (tile % qtiles) * kRows;
+    const C* mask = kMask ? a.bias.plane<C>(bh) : nullptr;
     load_tile(q + bh * a.tq * a.d, a.tq, a.d, i0, kRows, kD, qs, kD, static_cast<C>(a.scale));
     load_tile(go + bh * a.tq * a.dv, a.tq, a.dv, i0, kRows, kD, dos, kD, C(1));
     for (int e = static_cast<int>(thread_x()); e < kRows * kD; e += static_cast<int>(block_dim_x())) dqa[e] = 0;
@@ -251,6 +267,7 @@ TESSERA_GLOBAL void attn_dq_kernel(AttnArgs a, const T* go, const T* q, const T*
               s += qs[r * kD + x] * ks[lane * (kD + 1) + x];
               dp += dos[r * kD + x] * vs[lane * (kD + 1) + x];
             }
+            if constexpr (kMask) s += mask[i * a.bias.s_q + j * a.bias.s_k];
             const C p = ::exp(s - lse_i);
             ds = p * (dp * dropout_factor<C>(a, row, j) - delta[row]);
           }
@@ -274,10 +291,19 @@ TESSERA_GLOBAL void attn_dq_kernel(AttnArgs a, const T* go, const T* q, const T*
   }
 }
 
-AttnArgs attn_args(const KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v) {
-  return {q.size(0),    q.size(1),     k.size(1),      q.size(2),
-          v.size(2),    c.attrs.scale, c.attrs.causal, static_cast<float>(1.0 - c.attrs.dropout_p),
-          c.attrs.seed, c.attrs.offset};
+// `mask_at`: the index of the optional mask among the call's inputs.
+AttnArgs attn_args(const KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v, size_t mask_at) {
+  return {q.size(0),
+          q.size(1),
+          k.size(1),
+          q.size(2),
+          v.size(2),
+          c.attrs.scale,
+          c.attrs.causal,
+          static_cast<float>(1.0 - c.attrs.dropout_p),
+          c.attrs.seed,
+          c.attrs.offset,
+          backend_common::attention_bias(c.inputs, mask_at)};
 }
 
 // Calls f.template operator()<T, kD>() for the smallest head-dim bucket holding d and dv.
@@ -296,7 +322,7 @@ template <class F> void with_bucket(const KernelCall& c, DType dt, int64_t d, in
 
 void attention_fwd(const KernelCall& c) {
   const Tensor &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
-  const AttnArgs a = attn_args(c, q, k, v);
+  const AttnArgs a = attn_args(c, q, k, v, 3);
   with_bucket(c, q.dtype(), a.d, a.dv, [&]<class T, int kD>() {
     using C = compute_t<T>;
     if (attention_fwd_mma<T, kD>(a, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]),
@@ -304,14 +330,16 @@ void attention_fwd(const KernelCall& c) {
       return;
     }
     const int64_t tiles = a.bh * ((a.tq + attn_rows<C, kD>() - 1) / attn_rows<C, kD>());
-    launch(attn_fwd_kernel<T, kD>, tiles_grid(tiles), Grid{kAttnThreads}, 0, true, a, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
-           ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]));
+    with_mask(a, [&]<bool kMask>() {
+      launch(attn_fwd_kernel<T, kD, kMask>, tiles_grid(tiles), Grid{kAttnThreads}, 0, true, a, ptr<const T>(q), ptr<const T>(k),
+             ptr<const T>(v), ptr<T>(c.outputs[0]), ptr<C>(c.outputs[1]));
+    });
   });
 }
 
 void attention_bwd(const KernelCall& c) {
   const Tensor &go = c.inputs[0], &q = c.inputs[1], &k = c.inputs[2], &v = c.inputs[3], &o = c.inputs[4], &lse = c.inputs[5];
-  const AttnArgs a = attn_args(c, q, k, v);
+  const AttnArgs a = attn_args(c, q, k, v, 6);
   const Tensor delta = empty({a.bh * a.tq}, lse.dtype(), lse.device());
   with_bucket(c, q.dtype(), a.d, a.dv, [&]<class T, int kD>() {
     using C = compute_t<T>;
@@ -322,11 +350,14 @@ void attention_bwd(const KernelCall& c) {
                                  ptr<const C>(delta), ptr<T>(c.outputs[0]), ptr<T>(c.outputs[1]), ptr<T>(c.outputs[2]), q.device())) {
       return;
     }
-    launch(attn_dkdv_kernel<T, kD>, tiles_grid(a.bh * ((a.tk + kRows - 1) / kRows)), Grid{kAttnThreads}, 0, true, a, ptr<const T>(go),
-           ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const C>(lse), ptr<const C>(delta), ptr<T>(c.outputs[1]),
-           ptr<T>(c.outputs[2]));
-    launch(attn_dq_kernel<T, kD>, tiles_grid(a.bh * ((a.tq + kRows - 1) / kRows)), Grid{kAttnThreads}, 0, true, a, ptr<const T>(go),
-           ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const C>(lse), ptr<const C>(delta), ptr<T>(c.outputs[0]));
+    with_mask(a, [&]<bool kMask>() {
+      launch(attn_dkdv_kernel<T, kD, kMask>, tiles_grid(a.bh * ((a.tk + kRows - 1) / kRows)), Grid{kAttnThreads}, 0, true, a,
+             ptr<const T>(go), ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const C>(lse), ptr<const C>(delta),
+             ptr<T>(c.outputs[1]), ptr<T>(c.outputs[2]));
+      launch(attn_dq_kernel<T, kD, kMask>, tiles_grid(a.bh * ((a.tq + kRows - 1) / kRows)), Grid{kAttnThreads}, 0, true, a,
+             ptr<const T>(go), ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const C>(lse), ptr<const C>(delta),
+             ptr<T>(c.outputs[0]));
+    });
   });
 }
 }  // namespace

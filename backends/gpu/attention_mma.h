@@ -2,7 +2,8 @@
 // f16/bf16 fused attention on the matrix units (mma.h, mma_fragments.h): mma.sync on NVIDIA,
 // MFMA on AMD and, on the emulator, the fragment-exact reference of both. Included by
 // attention.cu inside its anonymous namespace (AttnArgs, dropout_factor, MaxOp/SumOp,
-// tiles_grid come from there).
+// tiles_grid, with_mask come from there). kMask: the instantiation that adds the additive mask
+// (kernels::AttentionBias) to the scores; the unmasked ones do not carry its registers.
 //
 // FlashAttention-2's data flow: a block of 4 warps, each owning 16 rows of the output it makes
 // (queries for the forward and dQ, keys for dK/dV), walking tiles of the other side staged in
@@ -79,7 +80,7 @@ constexpr int dkdv_queries() {
 // Forward: a block per 64 queries (16 per warp), key tiles of 64 (32 at head dim 128, so that two
 // K and two V tiles fit the 48 KiB of static shared memory); the query tiles with the most keys
 // first (causal), so that a grid of more blocks than fit ends evenly.
-template <class Shape, class T, int kD>
+template <class Shape, class T, int kD, bool kMask>
 TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, const T* v, T* o, float* lse, AttnSplit sp) {
   constexpr int kRows = 4 * Shape::M, kKeys = fwd_keys<kD>(), kLdK = kD + 8, kLdV = kKeys + 8, S = Shape::kRowSlots;
   constexpr int FS = kKeys / Shape::N, FD = kD / Shape::N, KD = kD / Shape::K, KT = kKeys / Shape::K;
@@ -94,6 +95,7 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
   for (int64_t item = block_x(); item < a.bh * qtiles * sp.n; item += grid_dim_x()) {
     const int64_t tile = item / sp.n, bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;
     const int split = static_cast<int>(item % sp.n);
+    const float* mask = kMask ? a.bias.plane<float>(bh) : nullptr;
     const uint16_t* kb = reinterpret_cast<const uint16_t*>(k + bh * a.tk * a.d);
     const uint16_t* vb = reinterpret_cast<const uint16_t*>(v + bh * a.tk * a.dv);
     uint32_t qf[KD][Shape::A / 2];
@@ -131,6 +133,8 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
         }
       }
       const bool masked = j0 + kKeys > kfull;
+      // This warp's corner of the tile in the mask: 32-bit offsets from it (rows < 16, keys < 64).
+      const float* mt = kMask ? mask + (i0 + w0) * a.bias.s_q + j0 * a.bias.s_k : nullptr;
       float mx[S];
       TESSERA_UNROLL
       for (int s = 0; s < S; ++s) mx[s] = -INFINITY;
@@ -139,9 +143,10 @@ TESSERA_GLOBAL void attn_fwd_mma_kernel(AttnArgs a, const T* q, const T* k, cons
         TESSERA_UNROLL
         for (int e = 0; e < Shape::C; ++e) {
           float x = sf[f][e] * scale2;
-          if (masked) {
+          if (masked || kMask) {  // rows past tq read no mask: only the causal edge and the last tile are `masked`
             const int64_t i = i0 + w0 + Shape::c_row(ln, e), j = j0 + f * Shape::N + Shape::c_col(ln, e);
             if (i >= a.tq || j >= kernels::attention_key_end(i, a.tq, a.tk, a.causal)) x = -INFINITY;
+            else if (kMask) x = fmaf(mt[Shape::c_row(ln, e) * a.bias.s_q + (f * Shape::N + Shape::c_col(ln, e)) * a.bias.s_k], kLog2e, x);
           }
           sf[f][e] = x;
           mx[Shape::slot(e)] = fmaxf(mx[Shape::slot(e)], x);
@@ -242,7 +247,7 @@ TESSERA_DEVICE float lse_log2(float lse) { return lse == -INFINITY ? INFINITY : 
 // K and V fragments would spill, so there each is its own launch (dK also recomputes dP, with
 // the block's V rows in shared memory rather than registers).
 enum : int { kMakeDv = 1, kMakeDk = 2 };
-template <class Shape, class T, int kD, int kParts>
+template <class Shape, class T, int kD, int kParts, bool kMask>
 TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
                                          T* dk, T* dv, AttnSplit sp) {
   constexpr bool kDv = (kParts & kMakeDv) != 0, kDk = (kParts & kMakeDk) != 0, kVShared = kDk && !kDv;
@@ -265,6 +270,7 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
   for (int64_t item = block_x(); item < a.bh * ktiles * sp.n; item += grid_dim_x()) {
     const int64_t tile = item / sp.n, bh = tile / ktiles, j0 = (tile % ktiles) * kKeys;  // causal: the first key tiles see the most queries
     const int split = static_cast<int>(item % sp.n);
+    const float* mask = kMask ? a.bias.plane<float>(bh) : nullptr;
     uint32_t kf[KD][Shape::A / 2], vf[kDk && !kVShared ? KD : 1][Shape::A / 2];
     load_a_global<Shape, T, KD>(kf, k + bh * a.tk * a.d, a.tk, a.d, j0 + w0, ln);
     if constexpr (kDk && !kVShared) load_a_global<Shape, T, KD>(vf, v + bh * a.tk * a.dv, a.tk, a.dv, j0 + w0, ln);
@@ -341,7 +347,9 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
           const int ci = f * Shape::N + Shape::c_col(ln, e);
           const int64_t j = j0 + w0 + Shape::c_row(ln, e), i = i0 + ci;
           const bool valid = !masked || (i < a.tq && j < a.tk && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal));
-          float p = valid ? ::exp2f(sf[f][e] * scale2 - rw[ci]) : 0.0f;
+          float x = sf[f][e] * scale2;
+          if (kMask && valid) x = fmaf(mask[i * a.bias.s_q + j * a.bias.s_k], kLog2e, x);
+          float p = valid ? ::exp2f(x - rw[ci]) : 0.0f;
           const float z = a.keep < 1.0f ? dropout_factor<float>(a, bh * a.tq + i, j) : 1.0f;
           pf[f][e] = p * (pf[f][e] * z - rw[kQ + ci]);  // dS (used only where dK is made)
           sf[f][e] = p * z;
@@ -375,7 +383,7 @@ TESSERA_GLOBAL void attn_dkdv_mma_kernel(AttnArgs a, const T* go, const T* q, co
 // dQ: a block per 64 queries walking the key tiles (double buffered; 64 keys, 32 where dS goes
 // through shared memory, 16 at head dim 128, to fit 48 KiB): S = Q K^T and dP = dO V^T on the
 // accumulators, dS as the A fragments of dQ += dS K.
-template <class Shape, class T, int kD>
+template <class Shape, class T, int kD, bool kMask>
 TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, const T* k, const T* v, const float* lse, const float* delta,
                                        T* dq, AttnSplit sp) {
   constexpr int kRows = 4 * Shape::M, kKeys = dq_keys<Shape, kD>(), kLd = kD + 8, kLdS = kKeys + 8;
@@ -395,6 +403,7 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
   for (int64_t item = block_x(); item < a.bh * qtiles * sp.n; item += grid_dim_x()) {
     const int64_t tile = item / sp.n, bh = tile / qtiles, i0 = (qtiles - 1 - tile % qtiles) * kRows;  // the most keys first
     const int split = static_cast<int>(item % sp.n);
+    const float* mask = kMask ? a.bias.plane<float>(bh) : nullptr;
     uint32_t qf[KD][Shape::A / 2];
     load_a_global<Shape, T, KD>(qf, q + bh * a.tq * a.d, a.tq, a.d, i0 + w0, ln);
     float lse2[S], dl[S];
@@ -454,7 +463,9 @@ TESSERA_GLOBAL void attn_dq_mma_kernel(AttnArgs a, const T* go, const T* q, cons
         for (int e = 0; e < Shape::C; ++e) {
           const int64_t i = i0 + w0 + Shape::c_row(ln, e), j = j0 + f * Shape::N + Shape::c_col(ln, e);
           const bool valid = !masked || (i < a.tq && j < kernels::attention_key_end(i, a.tq, a.tk, a.causal));
-          const float p = valid ? ::exp2f(sf[f][e] * scale2 - lse2[Shape::slot(e)]) : 0.0f;
+          float x = sf[f][e] * scale2;
+          if (kMask && valid && i < a.tq) x = fmaf(mask[i * a.bias.s_q + j * a.bias.s_k], kLog2e, x);  // rows past tq: no mask to read
+          const float p = valid ? ::exp2f(x - lse2[Shape::slot(e)]) : 0.0f;
           const float z = a.keep < 1.0f ? dropout_factor<float>(a, bh * a.tq + i, j) : 1.0f;
           sf[f][e] = p * (pf[f][e] * z - dl[Shape::slot(e)]);  // dS
         }
@@ -506,13 +517,16 @@ bool attention_bwd_mma(const AttnArgs& a, const T* go, const T* q, const T* k, c
       const Tensor q_work = split_workspace(sq.n, a.bh * a.tq, a.d, dev);
       if (sq.n > 1) sq.part = ptr<float>(q_work);
       const Grid kv_grid = tiles_grid(ktiles * skv.n), q_grid = tiles_grid(qtiles * sq.n), block{4 * Shape::Warp};
-      if constexpr (kD >= 128) {  // two launches, each with half the accumulators (see the kernel)
-        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
-        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDk>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
-      } else {
-        launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv | kMakeDk>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
-      }
-      launch(attn_dq_mma_kernel<Shape, T, kD>, q_grid, block, 0, true, a, go, q, k, v, lse, delta, dq, sq);
+      with_mask(a, [&]<bool kMask>() {
+        if constexpr (kD >= 128) {  // two launches, each with half the accumulators (see the kernel)
+          launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv, kMask>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
+          launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDk, kMask>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv, skv);
+        } else {
+          launch(attn_dkdv_mma_kernel<Shape, T, kD, kMakeDv | kMakeDk, kMask>, kv_grid, block, 0, true, a, go, q, k, v, lse, delta, dk, dv,
+                 skv);
+        }
+        launch(attn_dq_mma_kernel<Shape, T, kD, kMask>, q_grid, block, 0, true, a, go, q, k, v, lse, delta, dq, sq);
+      });
       const float scale = static_cast<float>(a.scale);
       if (skv.n > 1) {
         const int64_t nk = a.bh * a.tk * a.d, nv = a.bh * a.tk * a.dv;
@@ -543,7 +557,9 @@ bool attention_fwd_mma(const AttnArgs& a, const T* q, const T* k, const T* v, T*
     const Tensor work = split_workspace(sp.n, rows, a.dv + 2, dev);
     if (sp.n > 1) sp.part = ptr<float>(work), sp.m = sp.part + sp.n * rows * a.dv, sp.l = sp.m + sp.n * rows;
     return with_mma_shape([&]<class Shape>() {
-      launch(attn_fwd_mma_kernel<Shape, T, kD>, tiles_grid(tiles * sp.n), Grid{4 * Shape::Warp}, 0, true, a, q, k, v, o, lse, sp);
+      with_mask(a, [&]<bool kMask>() {
+        launch(attn_fwd_mma_kernel<Shape, T, kD, kMask>, tiles_grid(tiles * sp.n), Grid{4 * Shape::Warp}, 0, true, a, q, k, v, o, lse, sp);
+      });
       if (sp.n > 1) {
         launch(attn_combine_kernel<T>, warp_row_blocks(rows), Grid{kThreads}, 0, true, rows, a.dv, sp.n, static_cast<const float*>(sp.part),
                static_cast<const float*>(sp.m), static_cast<const float*>(sp.l), o, lse);

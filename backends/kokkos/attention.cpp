@@ -4,6 +4,7 @@
 // rows (TeamThreadRange), so a row's online-softmax statistics and accumulator never cross
 // threads, and the head-dim loops run over vector lanes (ThreadVectorRange). Memory is O(T):
 // the forward keeps only the row log-sum-exp, the backward recomputes the probabilities.
+#include "../common/attention_bias.h"
 #include "common.h"
 #include "tessera/kernels/attention.h"
 #include "tessera/ops/creation.h"
@@ -20,12 +21,22 @@ struct Geom {
   bool causal;
   float keep;
   uint64_t seed, offset;
+  kernels::AttentionBias bias;  // the additive mask, if any (compute dtype)
 };
 
-Geom geom(const KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v) {
-  return {q.size(0),    q.size(1),     k.size(1),      q.size(2),
-          v.size(2),    c.attrs.scale, c.attrs.causal, static_cast<float>(1.0 - c.attrs.dropout_p),
-          c.attrs.seed, c.attrs.offset};
+// `mask_at`: the index of the optional mask among the call's inputs.
+Geom geom(const KernelCall& c, const Tensor& q, const Tensor& k, const Tensor& v, size_t mask_at) {
+  return {q.size(0),
+          q.size(1),
+          k.size(1),
+          q.size(2),
+          v.size(2),
+          c.attrs.scale,
+          c.attrs.causal,
+          static_cast<float>(1.0 - c.attrs.dropout_p),
+          c.attrs.seed,
+          c.attrs.offset,
+          backend_common::attention_bias(c.inputs, mask_at)};
 }
 
 template <class C> KOKKOS_INLINE_FUNCTION C factor(const Geom& g, int64_t row, int64_t j) {
@@ -51,7 +62,7 @@ KOKKOS_INLINE_FUNCTION char* scratch(const Team& team, size_t bytes) {
 
 template <class T> void forward(const KernelCall& c) {
   using C = compute_t<T>;
-  const Geom g = geom(c, c.inputs[0], c.inputs[1], c.inputs[2]);
+  const Geom g = geom(c, c.inputs[0], c.inputs[1], c.inputs[2], 3);
   const T *q = ptr<const T>(c.inputs[0]), *k = ptr<const T>(c.inputs[1]), *v = ptr<const T>(c.inputs[2]);
   T* o = ptr<T>(c.outputs[0]);
   C* lse = ptr<C>(c.outputs[1]);
@@ -79,19 +90,20 @@ template <class T> void forward(const KernelCall& c) {
         vis = vis < g.tk - j0 ? vis : g.tk - j0;
         if (vis <= 0) return;
         const T* qr = q + row * g.d;
+        const C* mask = g.bias.defined() ? g.bias.row<C>(bh, i) + j0 * g.bias.s_k : nullptr;
         C* p = ps + r * kTile;
         C mx = -INFINITY;
         for (int64_t jj = 0; jj < vis; ++jj) {
           C s = 0;
           Kokkos::parallel_reduce(Kokkos::ThreadVectorRange(team, g.d), [&](int64_t x, C& a) { a += static_cast<C>(qr[x]) * ks[jj * g.d + x]; }, s);
-          p[jj] = s * static_cast<C>(g.scale);
+          p[jj] = s * static_cast<C>(g.scale) + (mask ? mask[jj * g.bias.s_k] : C(0));
           mx = p[jj] > mx ? p[jj] : mx;
         }
-        const C m_new = ms[r] > mx ? ms[r] : mx;
+        const C m_new = ms[r] > mx ? ms[r] : mx, base = kernels::attention_softmax_base(m_new);
         const C alpha = ms[r] == -INFINITY ? C(0) : kmath::exp(ms[r] - m_new);
         C sum = 0;
         for (int64_t jj = 0; jj < vis; ++jj) {
-          p[jj] = kmath::exp(p[jj] - m_new);
+          p[jj] = kmath::exp(p[jj] - base);
           sum += p[jj];
           p[jj] *= factor<C>(g, row, j0 + jj);
         }
@@ -129,6 +141,7 @@ struct GradScore {
         Kokkos::ThreadVectorRange(team, g.d), [&](int64_t x, C& a) { a += qr[x] * kr[x]; }, s);
     Kokkos::parallel_reduce(
         Kokkos::ThreadVectorRange(team, g.dv), [&](int64_t x, C& a) { a += dor[x] * vr[x]; }, dp);
+    if (g.bias.defined()) s += g.bias.at<C>(row / g.tq, row % g.tq, j);
     const C z = factor<C>(g, row, j);
     p = kmath::exp(s - lse[row]);
     ds = p * (dp * z - delta[row]);
@@ -141,7 +154,7 @@ struct GradScore {
 template <class T> void backward(const KernelCall& c) {
   using C = compute_t<T>;
   const Tensor& lse_t = c.inputs[5];
-  const Geom g = geom(c, c.inputs[1], c.inputs[2], c.inputs[3]);
+  const Geom g = geom(c, c.inputs[1], c.inputs[2], c.inputs[3], 6);
   const T *go = ptr<const T>(c.inputs[0]), *q = ptr<const T>(c.inputs[1]), *k = ptr<const T>(c.inputs[2]), *v = ptr<const T>(c.inputs[3]),
           *o = ptr<const T>(c.inputs[4]);
   const C* lse = ptr<const C>(lse_t);

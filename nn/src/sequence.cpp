@@ -18,35 +18,51 @@ MultiHeadAttention::MultiHeadAttention(int64_t embed_dim, int64_t num_heads, boo
   out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, p));
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value, bool causal,
-                                   const Tensor& key_padding_mask) {
+namespace {
+// PyTorch's MultiheadAttention masks (true = masked out, or floating = added) as one mask in
+// scaled_dot_product_attention's convention (true = attend, or added), broadcastable to
+// [B, H, Lq, Lk]: a key-padding mask alone stays [B, 1, 1, Lk], never Lq x Lk.
+Tensor sdpa_mask(const Tensor& key_padding_mask, const Tensor& attn_mask, int64_t b, int64_t heads, int64_t lq, int64_t lk) {
+  Tensor kpm, am;
+  if (key_padding_mask.defined()) {
+    TESSERA_CHECK(
+        key_padding_mask.shape() == Shape({b, lk}) && (key_padding_mask.dtype() == DType::boolean || is_floating(key_padding_mask.dtype())),
+        "MultiHeadAttention", "key_padding_mask must be bool [", b, ", ", lk, "] (true = padded) or floating (added), got ",
+        shape_str(key_padding_mask.shape()), " ", key_padding_mask.dtype());
+    kpm = key_padding_mask.reshape({b, 1, 1, lk});
+    if (kpm.dtype() == DType::boolean) kpm = logical_not(kpm);
+  }
+  if (attn_mask.defined()) {
+    const bool flat = attn_mask.shape() == Shape({lq, lk}), per_head = attn_mask.shape() == Shape({b * heads, lq, lk});
+    TESSERA_CHECK((flat || per_head) && (attn_mask.dtype() == DType::boolean || is_floating(attn_mask.dtype())), "MultiHeadAttention",
+                  "attn_mask must be [", lq, ", ", lk, "] or [", b * heads, ", ", lq, ", ", lk,
+                  "], bool (true = not allowed) or floating (added), got ", shape_str(attn_mask.shape()), " ", attn_mask.dtype());
+    am = per_head ? attn_mask.reshape({b, heads, lq, lk}) : attn_mask;
+    if (am.dtype() == DType::boolean) am = logical_not(am);
+  }
+  if (!kpm.defined() || !am.defined()) return kpm.defined() ? kpm : am;
+  if (kpm.dtype() == DType::boolean && am.dtype() == DType::boolean) return logical_and(kpm, am);
+  const auto additive = [](const Tensor& m, DType dt) {
+    return m.dtype() == DType::boolean ? where(m, 0.0, full({}, -INFINITY, dt, m.device())) : m;
+  };
+  const DType dt = is_floating(kpm.dtype()) ? kpm.dtype() : am.dtype();
+  return add(additive(kpm, dt), additive(am, dt));
+}
+}  // namespace
+
+Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value, bool causal, const Tensor& key_padding_mask,
+                                   const Tensor& attn_mask) {
   TESSERA_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(2) == embed_dim_ &&
                     key.shape() == value.shape() && key.size(0) == query.size(0),
                 "MultiHeadAttention", "expected query [B, Lq, ", embed_dim_, "] and key/value [B, Lk, ", embed_dim_,
                 "], got ", shape_str(query.shape()), ", ", shape_str(key.shape()), ", ", shape_str(value.shape()));
   const int64_t b = query.size(0), lq = query.size(1), lk = key.size(1), d = embed_dim_ / heads_;
+  const Tensor mask = sdpa_mask(key_padding_mask, attn_mask, b, heads_, lq, lk);
   auto split_heads = [&](const Tensor& t, int64_t len) { return t.reshape({b, len, heads_, d}).permute({0, 2, 1, 3}); };
   const Tensor q = split_heads(q_proj->forward(query), lq);
   const Tensor k = split_heads(k_proj->forward(key), lk);
   const Tensor v = split_heads(v_proj->forward(value), lk);
-  if (!key_padding_mask.defined()) {  // the fused, memory-linear kernel
-    const Tensor ctx = scaled_dot_product_attention(q, k, v, causal).permute({0, 2, 1, 3}).reshape({b, lq, embed_dim_});
-    return out_proj->forward(ctx);
-  }
-  Tensor scores = mul(matmul(q, k.mT()), 1.0 / std::sqrt(static_cast<double>(d)));  // [B, H, Lq, Lk]
-  if (causal) {
-    const Tensor qi = add(arange(lq, DType::i64, query.device()), lk - lq).unsqueeze(1);  // bottom-right, as the fused op
-    const Tensor ki = arange(lk, DType::i64, query.device()).unsqueeze(0);
-    scores = where(gt(ki, qi), -INFINITY, scores);
-  }
-  if (key_padding_mask.defined()) {
-    TESSERA_CHECK(key_padding_mask.shape() == Shape({b, lk}) && key_padding_mask.dtype() == DType::boolean,
-                  "MultiHeadAttention", "key_padding_mask must be bool [", b, ", ", lk, "], got ",
-                  shape_str(key_padding_mask.shape()));
-    scores = where(key_padding_mask.reshape({b, 1, 1, lk}), -INFINITY, scores);
-  }
-  const Tensor attn = softmax(scores, -1);
-  const Tensor ctx = matmul(attn, v).permute({0, 2, 1, 3}).reshape({b, lq, embed_dim_});
+  const Tensor ctx = scaled_dot_product_attention(q, k, v, mask, 0.0, causal).permute({0, 2, 1, 3}).reshape({b, lq, embed_dim_});
   return out_proj->forward(ctx);
 }
 

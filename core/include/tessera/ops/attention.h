@@ -26,10 +26,27 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p = 0.0, std::optional<double> scale = std::nullopt,
                                     Generator* gen = nullptr);
 
+/**
+ * With a mask, in torch.nn.functional.scaled_dot_product_attention's order and convention:
+ * `attn_mask` broadcastable to [..., Tq, Tk] is bool (true = the query may attend to the key) or
+ * floating (added to the scaled scores; -inf removes a key). An undefined mask is no mask. A
+ * key-padding mask is a [B, 1, 1, Tk] mask: the fused kernels read any mask through its
+ * broadcast strides, per tile, so it is never expanded to Tq x Tk (memory stays O(T) per head).
+ * `is_causal` may be combined with a mask. Queries whose keys are all masked give zeros and zero
+ * gradients (PyTorch >= 2.5 does the same; 1.13 gave NaN). The fused kernels give the mask no
+ * gradient: a floating mask that requires one (a learned position bias) runs the reference
+ * composition, which does.
+ */
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
+
 /** The same function composed from matmul, where, softmax and a Bernoulli mask: it stores the
  *  [.., Tq, Tk] probabilities. The reference the fused kernels are tested against. */
 Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
                                               double dropout_p = 0.0, std::optional<double> scale = std::nullopt,
+                                              Generator* gen = nullptr);
+Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                              double dropout_p = 0.0, bool is_causal = false, std::optional<double> scale = std::nullopt,
                                               Generator* gen = nullptr);
 
 }  // namespace tessera
