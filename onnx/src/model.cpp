@@ -54,6 +54,20 @@ Tensor Ctx::attr_t(const std::string& name) const {
   return tensor_from_proto(a->t());
 }
 
+const ::onnx::GraphProto& Ctx::attr_g(const std::string& name) const {
+  const auto* a = find(name);
+  TESSERA_CHECK(a && a->has_g(), "onnx", node_.op_type(), " needs graph attribute '", name, "'");
+  return a->g();
+}
+const Scope& Ctx::scope() const {
+  TESSERA_CHECK(scope_ != nullptr, "onnx", node_.op_type(), " runs without a scope");
+  return *scope_;
+}
+
+std::string op_key(const ::onnx::NodeProto& node) {
+  return node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "." + node.op_type();
+}
+
 std::string attr_text(const ::onnx::NodeProto& node, const std::string& name) {
   for (const auto& a : node.attribute()) {
     if (a.name() != name) continue;
@@ -88,6 +102,9 @@ const OpTable& op_table() {
     register_resize_ops(t);
     register_data_dependent_ops(t);
     register_recurrent_ops(t);
+    register_training_signal_ops(t);
+    register_control_flow_ops(t);
+    register_quantized_ops(t);
     return t;
   }();
   return table;
@@ -144,7 +161,68 @@ void check_value_type(const ::onnx::ValueInfoProto& v, const char* role) {
   }
   dtype_from_onnx(t.tensor_type().elem_type(), detail::concat(role, " '", v.name(), "'"));
 }
+
+// Every node maps to a handler whose load-time check passes, subgraphs (Loop, If) included.
+void check_nodes(const ::onnx::GraphProto& g, int64_t opset) {
+  const OpTable& table = op_table();
+  for (const auto& node : g.node()) {
+    const auto it = table.find(op_key(node));
+    if (it == table.end()) {
+      const bool domain = !node.domain().empty() && node.domain() != "ai.onnx";
+      throw Unsupported(detail::concat("onnx: op ", domain ? node.domain() + "." : std::string(), node.op_type(), " is not supported"));
+    }
+    if (it->second.check) it->second.check(node, opset);
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) check_nodes(a.g(), opset);
+      for (const auto& sub : a.graphs()) check_nodes(sub, opset);
+    }
+  }
+}
 }  // namespace
+
+void run_nodes(const ::onnx::GraphProto& graph, Scope& values, Device device, int64_t opset) {
+  const OpTable& table = op_table();
+  for (const auto& node : graph.node()) {
+    std::vector<Tensor> in;
+    for (const std::string& name : node.input()) {
+      if (name.empty()) {
+        in.emplace_back();
+        continue;
+      }
+      const auto v = values.find(name);
+      TESSERA_CHECK(v != values.end(), "onnx", node.op_type(), " node '", node.name(), "' reads '", name, "', which nothing produced");
+      in.push_back(v->second);
+    }
+    std::vector<Tensor> out;
+    try {
+      out = table.at(op_key(node)).run(Ctx(node, opset, device, std::move(in), &values));
+    } catch (const Unsupported&) {
+      throw;
+    } catch (const Error& e) {
+      throw Error(detail::concat("onnx: ", node.op_type(), " node '", node.name(), "': ", e.what()));
+    }
+    for (int i = 0; i < node.output_size() && i < static_cast<int>(out.size()); ++i) {
+      if (!node.output(i).empty()) values[node.output(i)] = out[static_cast<size_t>(i)];
+    }
+  }
+}
+
+std::vector<Tensor> run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs, const Scope& outer, Device device,
+                                 int64_t opset) {
+  TESSERA_CHECK(static_cast<size_t>(graph.input_size()) == inputs.size(), "onnx", "subgraph '", graph.name(), "' takes ",
+                graph.input_size(), " inputs, got ", inputs.size());
+  Scope values = outer;
+  for (const auto& init : graph.initializer()) values[init.name()] = tensor_from_proto(init).to(device);
+  for (size_t i = 0; i < inputs.size(); ++i) values[graph.input(static_cast<int>(i)).name()] = inputs[i];
+  run_nodes(graph, values, device, opset);
+  std::vector<Tensor> result;
+  for (const auto& out : graph.output()) {
+    const auto v = values.find(out.name());
+    TESSERA_CHECK(v != values.end(), "onnx", "subgraph '", graph.name(), "' never produced its output '", out.name(), "'");
+    result.push_back(v->second);
+  }
+  return result;
+}
 
 Model Model::from_bytes(const std::string& bytes, const std::string& name) {
   auto impl = std::make_unique<Impl>();
@@ -170,15 +248,7 @@ Model Model::from_bytes(const std::string& bytes, const std::string& name) {
     impl->outputs.push_back(out.name());
   }
   refuse_training_dropout(g, impl->initializers, name);
-  const OpTable& table = op_table();
-  for (const auto& node : g.node()) {
-    if (!node.domain().empty() && node.domain() != "ai.onnx") {
-      throw Unsupported(detail::concat("onnx: op ", node.domain(), ".", node.op_type(), " is not supported"));
-    }
-    const auto it = table.find(node.op_type());
-    if (it == table.end()) throw Unsupported(detail::concat("onnx: op ", node.op_type(), " is not supported"));
-    if (it->second.check) it->second.check(node, impl->opset);
-  }
+  check_nodes(g, impl->opset);
   return Model(std::move(impl));
 }
 
@@ -203,33 +273,10 @@ std::vector<std::string> Model::op_types() const {
 std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs, Device device) const {
   TESSERA_CHECK(inputs.size() == impl_->inputs.size(), "onnx", "the model takes ", impl_->inputs.size(), " inputs, got ", inputs.size());
   NoGradGuard no_grad;
-  std::map<std::string, Tensor> values;
+  Scope values;
   for (const auto& [name, t] : impl_->initializers) values[name] = t.to(device);
   for (size_t i = 0; i < inputs.size(); ++i) values[impl_->inputs[i]] = inputs[i].to(device);
-  const OpTable& table = op_table();
-  for (const auto& node : impl_->proto.graph().node()) {
-    std::vector<Tensor> in;
-    for (const std::string& name : node.input()) {
-      if (name.empty()) {
-        in.emplace_back();
-        continue;
-      }
-      const auto v = values.find(name);
-      TESSERA_CHECK(v != values.end(), "onnx", node.op_type(), " node '", node.name(), "' reads '", name, "', which nothing produced");
-      in.push_back(v->second);
-    }
-    std::vector<Tensor> out;
-    try {
-      out = table.at(node.op_type()).run(Ctx(node, impl_->opset, device, std::move(in)));
-    } catch (const Unsupported&) {
-      throw;
-    } catch (const Error& e) {
-      throw Error(detail::concat("onnx: ", node.op_type(), " node '", node.name(), "': ", e.what()));
-    }
-    for (int i = 0; i < node.output_size() && i < static_cast<int>(out.size()); ++i) {
-      if (!node.output(i).empty()) values[node.output(i)] = out[static_cast<size_t>(i)];
-    }
-  }
+  run_nodes(impl_->proto.graph(), values, device, impl_->opset);
   std::vector<Tensor> result;
   for (const std::string& name : impl_->outputs) {
     const auto v = values.find(name);

@@ -51,11 +51,25 @@ template <class Step> bool guarded(CaseResult& r, const char* stage, Step&& step
   }
   return false;
 }
+
+// Cases whose expected outputs contradict their own node (checked by hand from the case's
+// data): skipped with the reason instead of being counted as Tessera's wrong answers.
+const char* known_bad_case(const std::string& name) {
+  // Its outputs were made with epsilon 1e-2, which the node does not set (Adam's default is 0):
+  // X1_new = 1 - 0.1 * V1' / (sqrt(H1') + 0.01) = 0.75914; with the node's epsilon, 0.75596.
+  if (name == "test_adam_multiple") return "the case's expected outputs use epsilon 1e-2, which its Adam node does not set (default 0)";
+  return nullptr;
+}
 }  // namespace
 
 CaseResult run_node_case(const std::string& dir, Device device) {
   CaseResult r;
   r.name = fs::path(dir).filename().string();
+  if (const char* why = known_bad_case(r.name)) {
+    r.status = CaseResult::skipped;
+    r.detail = std::string("onnx: test data error: ") + why;
+    return r;
+  }
   std::optional<Model> model;
   if (!guarded(r, "load", [&] { model.emplace(Model::load((fs::path(dir) / "model.onnx").string())); })) return r;
   std::vector<fs::path> sets;

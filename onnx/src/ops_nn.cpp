@@ -92,8 +92,26 @@ Tensor conv(const Ctx& c) {
   return one_d ? y.squeeze(2) : y;
 }
 
+// 3-D max or average pooling without padding, dilation or ceil_mode, as two 2-D pools: over
+// (H, W), then over D with the H x W plane flattened (both are separable for whole windows).
+Tensor pool3d(const Ctx& c, const Tensor& x, bool is_max) {
+  const Window w = window_of(c, x, c.attr_ints("kernel_shape"));
+  for (size_t i = 0; i < 3; ++i) {
+    if (w.pad_begin[i] || w.pad_end[i] || w.dilation[i] != 1 || c.attr_i("ceil_mode", 0)) {
+      throw Unsupported("onnx: " + c.node().op_type() + " over 3 spatial axes with padding, dilation or ceil_mode is not supported");
+    }
+  }
+  const auto pool2 = [&](const Tensor& t, Size2 k, Size2 s) { return is_max ? max_pool2d(t, k, s) : avg_pool2d(t, k, s); };
+  const int64_t n = x.size(0), ch = x.size(1), d = x.size(2);
+  const Tensor hw = pool2(x.reshape({n, ch * d, x.size(3), x.size(4)}), Size2{w.kernel[1], w.kernel[2]}, Size2{w.stride[1], w.stride[2]});
+  const int64_t h = hw.size(2), wd = hw.size(3);
+  const Tensor dd = pool2(hw.reshape({n * ch, 1, d, h * wd}), Size2{w.kernel[0], 1}, Size2{w.stride[0], 1});
+  return dd.reshape({n, ch, dd.size(2), h, wd});
+}
+
 Tensor pool(const Ctx& c, bool is_max) {
   const Tensor x_in = c.in(0);
+  if (x_in.dim() == 5 && is_floating(x_in.dtype())) return pool3d(c, x_in, is_max);
   check_rank(c, x_in);
   // Integer maxima are exact in a float wide enough for them.
   const Tensor x0 = is_floating(x_in.dtype()) ? x_in : x_in.to(itemsize(x_in.dtype()) <= 2 ? DType::f32 : DType::f64);
@@ -184,7 +202,25 @@ Tensor arg_extreme(const Ctx& c, bool is_max) {
   const Tensor r = is_max ? argmax(reversed(x, a), a, keep) : argmin(reversed(x, a), a, keep);
   return sub(full({}, x.size(a) - 1, DType::i64, x.device()), r);
 }
+// MaxPool with its Indices output: ONNX numbers an element by its offset in the whole input,
+// row-major (storage_order 0) or with H and W swapped (1); Tessera's argmax is h * W + w within
+// a plane.
+Out max_pool_with_indices(const Ctx& c) {
+  const Tensor x = c.in(0);
+  if (x.dim() != 4 || c.attr_i("ceil_mode", 0) != 0) unsupported(c.node(), "output Indices other than 2-D without ceil_mode");
+  const Window win = window_of(c, x, c.attr_ints("kernel_shape"));
+  if (!symmetric(win)) unsupported(c.node(), "output Indices with asymmetric padding");
+  const auto [y, idx] = max_pool2d_with_indices(x, Size2{win.kernel[0], win.kernel[1]}, Size2{win.stride[0], win.stride[1]},
+                                                Size2{win.pad_begin[0], win.pad_begin[1]}, Size2{win.dilation[0], win.dilation[1]});
+  const int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+  Tensor within = idx;
+  if (c.attr_i("storage_order", 0) == 1) within = add(mul(remainder(idx, w), h), floor_divide(idx, w));
+  const Tensor plane = mul(arange(n * ch, DType::i64, x.device()).reshape({n, ch, 1, 1}), h * w);
+  return Out{y, add(within, plane)};
+}
 }  // namespace
+
+Tensor conv_node(const Ctx& c) { return conv(c); }
 
 void register_nn_ops(OpTable& t) {
   t["MatMul"] = {[](const Ctx& c) { return Out{matmul(c.in(0), c.in(1))}; }, {}};
@@ -200,11 +236,11 @@ void register_nn_ops(OpTable& t) {
                },
                {}};
   t["Conv"] = {[](const Ctx& c) { return Out{conv(c)}; }, {}};
-  t["MaxPool"] = {[](const Ctx& c) { return Out{pool(c, true)}; },
-                  [](const ::onnx::NodeProto& n, int64_t) {
-                    require_attr_i(n, "storage_order", 0);
-                    if (n.output_size() > 1 && !n.output(1).empty()) unsupported(n, "output Indices");
-                  }};
+  t["MaxPool"] = {[](const Ctx& c) {
+                    if (c.node().output_size() > 1 && !c.node().output(1).empty()) return max_pool_with_indices(c);
+                    return Out{pool(c, true)};
+                  },
+                  {}};
   t["AveragePool"] = {[](const Ctx& c) { return Out{pool(c, false)}; }, {}};
   t["GlobalAveragePool"] = {[](const Ctx& c) {
                               const Tensor x = c.in(0);
@@ -220,17 +256,34 @@ void register_nn_ops(OpTable& t) {
                           return Out{amax(x, axes, true)};
                         },
                         {}};
+  // Inference, or training_mode=1: normalised by the batch's own mean and (population)
+  // variance over every axis but 1, with the running statistics updated by `momentum`.
   t["BatchNormalization"] = {[](const Ctx& c) {
                                const Tensor x = c.in(0);
                                Shape s(static_cast<size_t>(x.dim()), 1);
                                s[1] = x.size(1);
                                const auto p = [&](size_t i) { return c.in(i).reshape(s).to(x.dtype()); };
-                               const Tensor inv = rsqrt(add(p(4), c.attr_f("epsilon", 1e-5)));
-                               return Out{add(mul(mul(sub(x, p(3)), inv), p(1)), p(2))};
+                               const double eps = c.attr_f("epsilon", 1e-5);
+                               if (c.attr_i("training_mode", 0) == 0) {
+                                 return Out{add(mul(mul(sub(x, p(3)), rsqrt(add(p(4), eps))), p(1)), p(2))};
+                               }
+                               Axes axes;
+                               for (int64_t d = 0; d < x.dim(); ++d) {
+                                 if (d != 1) axes.push_back(d);
+                               }
+                               const Tensor m = mean(x, axes, true), v = var(x, axes, 0, true);
+                               const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), p(1)), p(2));
+                               const double mom = c.attr_f("momentum", 0.9);
+                               const auto running = [&](size_t i, const Tensor& batch) {
+                                 return add(mul(c.in(i), mom), mul(batch.reshape(c.in(i).shape()).to(c.in(i).dtype()), 1.0 - mom));
+                               };
+                               return Out{y, running(3, m), running(4, v)};
                              },
                              [](const ::onnx::NodeProto& n, int64_t) {
-                               require_attr_i(n, "training_mode", 0);
-                               if (n.output_size() > 1) unsupported(n, "training outputs (running mean and variance)");
+                               bool training = false;
+                               for (const auto& a : n.attribute()) training |= a.name() == "training_mode" && a.i() != 0;
+                               if (!training && n.output_size() > 1)
+                                 unsupported(n, "training outputs (running mean and variance) without training_mode");
                              }};
   t["LayerNormalization"] = {[](const Ctx& c) {
                                const Tensor x = c.in(0);

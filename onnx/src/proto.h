@@ -23,11 +23,14 @@ void tensor_to_proto(const Tensor& t, const std::string& name, ::onnx::TensorPro
  *  ("onnx: <what> '<path>' is not a regular file (a FIFO): refused"). */
 std::string read_model_file(const std::string& path, const char* what);
 
+/** The values a graph has produced so far, by name (a subgraph sees its enclosing graphs'). */
+using Scope = std::map<std::string, Tensor>;
+
 /** What a handler sees of its node. */
 class Ctx {
  public:
-  Ctx(const ::onnx::NodeProto& node, int64_t opset, Device device, std::vector<Tensor> inputs)
-      : node_(node), opset_(opset), device_(device), in_(std::move(inputs)) {}
+  Ctx(const ::onnx::NodeProto& node, int64_t opset, Device device, std::vector<Tensor> inputs, const Scope* scope = nullptr)
+      : node_(node), opset_(opset), device_(device), in_(std::move(inputs)), scope_(scope) {}
   const ::onnx::NodeProto& node() const { return node_; }
   int64_t opset() const { return opset_; }
   Device device() const { return device_; }
@@ -46,6 +49,10 @@ class Ctx {
   std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
   std::vector<double> attr_floats(const std::string& name) const;
   Tensor attr_t(const std::string& name) const;
+  /** A graph attribute (Loop's body, If's branches). */
+  const ::onnx::GraphProto& attr_g(const std::string& name) const;
+  /** The values visible at this node (for the subgraphs of Loop and If). */
+  const Scope& scope() const;
 
  private:
   const ::onnx::AttributeProto* find(const std::string& name) const;
@@ -53,6 +60,7 @@ class Ctx {
   int64_t opset_;
   Device device_;
   std::vector<Tensor> in_;
+  const Scope* scope_;
 };
 
 struct OpDef {
@@ -60,8 +68,19 @@ struct OpDef {
   /** Load-time check of attributes and constant settings; throws Unsupported. May be empty. */
   std::function<void(const ::onnx::NodeProto&, int64_t opset)> check;
 };
+/** Keyed by op type, prefixed by the domain outside the default one
+ *  ("ai.onnx.preview.training.Adam"): op_key(node). */
 using OpTable = std::map<std::string, OpDef>;
 const OpTable& op_table();
+std::string op_key(const ::onnx::NodeProto& node);
+
+/** Runs `graph`'s nodes in order over `values` (its inputs and the enclosing scope), adding
+ *  every value they produce. */
+void run_nodes(const ::onnx::GraphProto& graph, Scope& values, Device device, int64_t opset);
+/** Runs a subgraph (a Loop body, an If branch): its inputs bound to `inputs`, its initializers
+ *  and the enclosing `outer` scope visible; returns its outputs in order. */
+std::vector<Tensor> run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs, const Scope& outer, Device device,
+                                 int64_t opset);
 
 void register_elementwise_ops(OpTable& t);
 void register_tensor_ops(OpTable& t);
@@ -70,6 +89,13 @@ void register_conv_loss_ops(OpTable& t);
 void register_resize_ops(OpTable& t);
 void register_data_dependent_ops(OpTable& t);
 void register_recurrent_ops(OpTable& t);
+void register_training_signal_ops(OpTable& t);
+void register_control_flow_ops(OpTable& t);
+void register_quantized_ops(OpTable& t);
+
+/** Conv's computation (ops_nn.cpp) for the node behind `c`: X, W, optional B and Conv's
+ *  attributes (ConvInteger and QLinearConv share them). */
+Tensor conv_node(const Ctx& c);
 
 /** A tensor's values on the host as doubles (any device, dtype and layout). */
 std::vector<double> host_doubles(const Tensor& t);
