@@ -105,6 +105,7 @@ const OpTable& op_table() {
     register_training_signal_ops(t);
     register_control_flow_ops(t);
     register_quantized_ops(t);
+    register_tfidf_roialign_ops(t);
     return t;
   }();
   return table;

@@ -92,6 +92,7 @@ void register_recurrent_ops(OpTable& t);
 void register_training_signal_ops(OpTable& t);
 void register_control_flow_ops(OpTable& t);
 void register_quantized_ops(OpTable& t);
+void register_tfidf_roialign_ops(OpTable& t);
 
 /** Conv's computation (ops_nn.cpp) for the node behind `c`: X, W, optional B and Conv's
  *  attributes (ConvInteger and QLinearConv share them). */
