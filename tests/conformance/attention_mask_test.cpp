@@ -249,6 +249,12 @@ TEST_CASE("scaled_dot_product_attention rejects a mask that does not fit, naming
   TESSERA_CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, k, zeros({1, 2, 3, 4, 5}, DType::f32, device())), "does not broadcast");
   TESSERA_CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, k, zeros({4, 5}, DType::i64, device())),
                             "attn_mask must be bool (true = attend) or floating (added to the scores), got int64");
+  // Empty query or key axes with a mask: zeros of the right shape, no kernel launched.
+  const Tensor none = zeros({2, 3, 0, 8}, DType::f32, device());
+  CHECK(scaled_dot_product_attention(none, k, k, zeros({4, 5}, DType::f32, device()).narrow(0, 0, 0)).shape() == Shape{2, 3, 0, 8});
+  const Tensor y = scaled_dot_product_attention(q, none, none, zeros({4, 0}, DType::boolean, device()));
+  CHECK(y.shape() == Shape{2, 3, 4, 8});
+  CHECK(amax(abs(y)).item<double>() == 0.0);
 }
 
 TEST_CASE("MultiHeadAttention's key_padding_mask and attn_mask run the fused attention like the composed formula") {

@@ -146,11 +146,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     attrs.offset = g.next_offset();
   }
   const DType stat_dt = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor bias;  // [B, H, Tq, Tk] with broadcast strides
-  if (attn_mask.defined()) {
-    check_mask(attn_mask, q, s);
-    bias = kernel_mask(attn_mask.detach(), s, stat_dt);
-  }
+  Tensor bias;  // [B, H, Tq, Tk] with broadcast strides; none when there is nothing to attend
+  if (attn_mask.defined()) check_mask(attn_mask, q, s);
+  if (attn_mask.defined() && s.bh * s.tq * s.tk > 0) bias = kernel_mask(attn_mask.detach(), s, stat_dt);
   const Tensor q3 = q.detach().contiguous().reshape({s.bh, s.tq, s.d}), k3 = k.detach().contiguous().reshape({s.bh, s.tk, s.d}),
                v3 = v.detach().contiguous().reshape({s.bh, s.tk, s.dv});
   Tensor outs[2] = {empty({s.bh, s.tq, s.dv}, q.dtype(), q.device()), empty({s.bh, s.tq}, stat_dt, q.device())};
