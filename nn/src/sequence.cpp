@@ -93,6 +93,13 @@ void register_layers(std::vector<Tensor>& w_ih, std::vector<Tensor>& w_hh, std::
   }
 }
 
+RecurrentLayer layer_of(int64_t l, const std::vector<Tensor>& w_ih, const std::vector<Tensor>& w_hh, const std::vector<Tensor>& b_ih,
+                        const std::vector<Tensor>& b_hh) {
+  TESSERA_CHECK(l >= 0 && l < static_cast<int64_t>(w_ih.size()), "recurrent layer", "layer ", l, " of ", w_ih.size());
+  const auto i = static_cast<size_t>(l);
+  return {w_ih[i], w_hh[i], b_ih[i], b_hh[i]};
+}
+
 Tensor time_major(const Tensor& x, bool batch_first, const char* op) {
   TESSERA_CHECK(x.dim() == 3, op, "expected a 3-D input, got ", shape_str(x.shape()));
   return batch_first ? x.transpose(0, 1) : x;
@@ -103,6 +110,8 @@ LSTM::LSTM(int64_t input_size, int64_t hidden_size, RecurrentOptions options, Pl
   make_weights(input_size, hidden_size, 4, options, p, w_ih_, w_hh_, b_ih_, b_hh_);
   register_layers(w_ih_, w_hh_, b_ih_, b_hh_, [this](std::string n, Tensor* t) { register_parameter(std::move(n), t); });
 }
+
+RecurrentLayer LSTM::layer(int64_t l) const { return layer_of(l, w_ih_, w_hh_, b_ih_, b_hh_); }
 
 std::pair<Tensor, std::pair<Tensor, Tensor>> LSTM::forward(const Tensor& x_in, const std::pair<Tensor, Tensor>& state) {
   Tensor x = time_major(x_in, options_.batch_first, "LSTM");
@@ -133,6 +142,8 @@ GRU::GRU(int64_t input_size, int64_t hidden_size, RecurrentOptions options, Plac
   make_weights(input_size, hidden_size, 3, options, p, w_ih_, w_hh_, b_ih_, b_hh_);
   register_layers(w_ih_, w_hh_, b_ih_, b_hh_, [this](std::string n, Tensor* t) { register_parameter(std::move(n), t); });
 }
+
+RecurrentLayer GRU::layer(int64_t l) const { return layer_of(l, w_ih_, w_hh_, b_ih_, b_hh_); }
 
 std::pair<Tensor, Tensor> GRU::forward(const Tensor& x_in, const Tensor& h0) {
   Tensor x = time_major(x_in, options_.batch_first, "GRU");

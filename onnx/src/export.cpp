@@ -89,6 +89,7 @@ std::string emit(Builder& b, nn::Module& m, const std::string& x, const Tensor& 
   }
   yt = m.forward(xt);
   if (auto* gpt = dynamic_cast<nn::GPT*>(&m)) return emit_gpt(b, *gpt, x);
+  if (std::string y = emit_recurrent(b, m, x); !y.empty()) return y;
   const DType dt = xt.dtype();
   if (auto* l = dynamic_cast<nn::Linear*>(&m)) return emit_linear(b, *l, x, xt.dim());
   if (auto* c = dynamic_cast<nn::Conv2d*>(&m)) {
@@ -207,7 +208,8 @@ std::string export_bytes(nn::Module& module, const Tensor& example_input) {
   module.train(was_training);
   // The graph output gets its own name through an Identity when the last node is one of ours.
   b.node("Identity", {result}, "output");
-  std::vector<std::string> variable = {"batch"};
+  std::vector<std::string> variable = recurrent_variable_axes(module);
+  if (variable.empty()) variable = {"batch"};
   if (dynamic_cast<nn::LanguageModel*>(&module)) variable.push_back("sequence");
   variable.resize(std::min<size_t>(variable.size(), static_cast<size_t>(example_input.dim())));
   set_value_info(*g->add_input(), "input", example_input, variable);

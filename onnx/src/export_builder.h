@@ -70,5 +70,10 @@ std::string emit_layer_norm(Builder& b, const nn::LayerNorm& ln, const std::stri
 std::string emit_gelu(Builder& b, const std::string& x, bool tanh_approximation, DType dt);
 /** The GPT on int64 tokens [batch, sequence] -> logits [batch, sequence, vocab]. */
 std::string emit_gpt(Builder& b, const nn::GPT& gpt, const std::string& tokens);
+/** nn::LSTM / nn::GRU as one ONNX node per layer; empty when `m` is neither. */
+std::string emit_recurrent(Builder& b, nn::Module& m, const std::string& x);
+/** The variable leading axes of a model whose first layer is recurrent ({"sequence", "batch"}
+ *  or, batch first, {"batch", "sequence"}); empty otherwise. */
+std::vector<std::string> recurrent_variable_axes(const nn::Module& m);
 
 }  // namespace tessera::onnx::export_detail

@@ -7,12 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "tessera/backend/registry.h"
 #include "tessera/nn/language_model.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/models.h"
+#include "tessera/nn/recurrent.h"
 #include "tessera/onnx.h"
 #include "tessera/tessera.h"
 
@@ -304,4 +306,39 @@ TEST_CASE("the GPT exports with variable batch and sequence and re-imports to th
   }
   // Longer than the context: the position table has no row for it, and the error says so.
   CHECK_THROWS(model.run({randint(0, c.vocab, {1, 17}, DType::i64)}));
+}
+
+TEST_CASE("nn::LSTM and nn::GRU export (gates reordered, both biases kept) and re-import to the same outputs, any length and batch") {
+  manual_seed(7);
+  struct Case {
+    bool lstm;
+    nn::RecurrentOptions o;
+  };
+  for (const Case& c :
+       {Case{true, {2, false, true}}, Case{true, {1, true, false}}, Case{false, {2, true, true}}, Case{false, {1, false, false}}}) {
+    CAPTURE(c.lstm);
+    CAPTURE(c.o.num_layers);
+    CAPTURE(c.o.batch_first);
+    CAPTURE(c.o.bias);
+    std::shared_ptr<nn::Module> cell;
+    if (c.lstm) cell = std::make_shared<nn::LSTM>(5, 6, c.o);
+    else cell = std::make_shared<nn::GRU>(5, 6, c.o);
+    nn::Sequential net;
+    net.add(cell).add(std::make_shared<nn::Linear>(6, 3));
+    const tonnx::Model model = tonnx::Model::from_bytes(tonnx::export_bytes(net, rand({4, 3, 5})));
+    const auto ops = model.op_types();
+    CHECK(std::count(ops.begin(), ops.end(), c.lstm ? "LSTM" : "GRU") == 1);
+    NoGradGuard no_grad;
+    // Both leading axes are variable: other lengths and batch sizes than the example's.
+    for (const Shape& s : {Shape{4, 3, 5}, Shape{9, 2, 5}, Shape{1, 1, 5}}) {
+      CAPTURE(shape_str(s));
+      const Tensor x = rand(s), want = net.forward(x);
+      for (Device d : devices()) {
+        CAPTURE(d.str());
+        const Tensor got = model.run({x}, d)[0].to(kCPU);
+        REQUIRE(got.shape() == want.shape());
+        CHECK(amax(abs(sub(got, want))).item<float>() < 1e-5f);
+      }
+    }
+  }
 }

@@ -14,6 +14,12 @@ struct RecurrentOptions {
   bool bias = true;
 };
 
+/** One layer's parameters in PyTorch's layout: w_ih [G H, in], w_hh [G H, H], biases [G H]
+ *  (undefined without bias). */
+struct RecurrentLayer {
+  Tensor w_ih, w_hh, b_ih, b_hh;
+};
+
 class LSTM : public Module {
  public:
   LSTM(int64_t input_size, int64_t hidden_size, RecurrentOptions options = {}, Placement p = {});
@@ -24,6 +30,9 @@ class LSTM : public Module {
   std::pair<Tensor, std::pair<Tensor, Tensor>> forward(const Tensor& x, const std::pair<Tensor, Tensor>& state);
   Tensor forward(const Tensor& x) override { return forward(x, {}).first; }
   std::string name() const override { return "LSTM"; }
+  int64_t hidden_size() const { return hidden_; }
+  const RecurrentOptions& options() const { return options_; }
+  RecurrentLayer layer(int64_t l) const;
 
  private:
   int64_t hidden_;
@@ -38,6 +47,9 @@ class GRU : public Module {
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& h0);
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()).first; }
   std::string name() const override { return "GRU"; }
+  int64_t hidden_size() const { return hidden_; }
+  const RecurrentOptions& options() const { return options_; }
+  RecurrentLayer layer(int64_t l) const;
 
  private:
   int64_t hidden_;
