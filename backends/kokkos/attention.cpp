@@ -126,7 +126,8 @@ template <class T> void forward(const KernelCall& c) {
   });
 }
 
-// ds for (row i, key j) from a query row (scaled q, dO) and a key row (k, v). A functor at
+// ds for (row i, key j) from a query row (scaled q, dO), a key row (k, v) and the mask's value
+// there (0 without one: the callers read it from the plane they took once per team). A functor at
 // namespace scope, not a local lambda: a device lambda (KOKKOS_LAMBDA under nvcc) cannot capture
 // a variable whose type is local to the enclosing function.
 template <class C>
@@ -135,13 +136,13 @@ struct GradScore {
   const C* lse;
   const C* delta;
   KOKKOS_INLINE_FUNCTION void operator()(const Team& team, const C* qr, const C* dor, const C* kr, const C* vr, int64_t row, int64_t j,
-                                         C& p, C& ds) const {
+                                         C mask, C& p, C& ds) const {
     C s = 0, dp = 0;
     Kokkos::parallel_reduce(
         Kokkos::ThreadVectorRange(team, g.d), [&](int64_t x, C& a) { a += qr[x] * kr[x]; }, s);
     Kokkos::parallel_reduce(
         Kokkos::ThreadVectorRange(team, g.dv), [&](int64_t x, C& a) { a += dor[x] * vr[x]; }, dp);
-    if (g.bias.defined()) s += g.bias.at<C>(row / g.tq, row % g.tq, j);
+    s += mask;
     const C z = factor<C>(g, row, j);
     p = kmath::exp(s - lse[row]);
     ds = p * (dp * z - delta[row]);
@@ -177,6 +178,7 @@ template <class T> void backward(const KernelCall& c) {
         *dva = dka + kRows * g.d;
       const int64_t bh = team.league_rank() / ktiles, j0 = team.league_rank() % ktiles * kRows;
       const int64_t keys = g.tk - j0 < kRows ? g.tk - j0 : kRows;
+      const C* plane = g.bias.defined() ? g.bias.plane<C>(bh) : nullptr;
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kRows * g.d), [&](int64_t e) {
         dka[e] = 0;
         kr_s[e] = j0 + e / g.d < g.tk ? static_cast<C>(k[(bh * g.tk + j0) * g.d + e]) : C(0);
@@ -198,7 +200,8 @@ template <class T> void backward(const KernelCall& c) {
             const int64_t i = i0 + ii, row = bh * g.tq + i;
             if (j >= kernels::attention_key_end(i, g.tq, g.tk, g.causal) || lse[row] == C(-INFINITY)) continue;
             C p, ds;
-            grad_score(team, qs + ii * g.d, dos + ii * g.dv, kr_s + r * g.d, vr_s + r * g.dv, row, j, p, ds);
+            const C mask = plane ? plane[i * g.bias.s_q + j * g.bias.s_k] : C(0);
+            grad_score(team, qs + ii * g.d, dos + ii * g.dv, kr_s + r * g.d, vr_s + r * g.dv, row, j, mask, p, ds);
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, g.dv), [&](int64_t x) { dva[r * g.dv + x] += p * dos[ii * g.dv + x]; });
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, g.d), [&](int64_t x) { dka[r * g.d + x] += ds * qs[ii * g.d + x]; });
           }
@@ -217,6 +220,7 @@ template <class T> void backward(const KernelCall& c) {
       C *ks = base, *vs = ks + kTile * g.d, *qr_s = vs + kTile * g.dv, *dor_s = qr_s + kRows * g.d, *dqa = dor_s + kRows * g.dv;
       const int64_t bh = team.league_rank() / qtiles, i0 = team.league_rank() % qtiles * kRows;
       const int64_t rows = g.tq - i0 < kRows ? g.tq - i0 : kRows;
+      const C* plane = g.bias.defined() ? g.bias.plane<C>(bh) : nullptr;
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kRows * g.d), [&](int64_t e) {
         dqa[e] = 0;
         qr_s[e] = i0 + e / g.d < g.tq ? static_cast<C>(q[(bh * g.tq + i0) * g.d + e]) * static_cast<C>(g.scale) : C(0);
@@ -234,9 +238,11 @@ template <class T> void backward(const KernelCall& c) {
           const int64_t i = i0 + r, row = bh * g.tq + i;
           if (lse[row] == C(-INFINITY)) return;
           const int64_t end = kernels::attention_key_end(i, g.tq, g.tk, g.causal);
+          const C* mask_row = plane ? plane + i * g.bias.s_q : nullptr;
           for (int64_t jj = 0; jj < kTile && j0 + jj < end; ++jj) {
             C p, ds;
-            grad_score(team, qr_s + r * g.d, dor_s + r * g.dv, ks + jj * g.d, vs + jj * g.dv, row, j0 + jj, p, ds);
+            const C mask = mask_row ? mask_row[(j0 + jj) * g.bias.s_k] : C(0);
+            grad_score(team, qr_s + r * g.d, dor_s + r * g.dv, ks + jj * g.d, vs + jj * g.dv, row, j0 + jj, mask, p, ds);
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, g.d), [&](int64_t x) { dqa[r * g.d + x] += ds * ks[jj * g.d + x]; });
           }
         });
