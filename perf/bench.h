@@ -74,6 +74,8 @@ struct Peak {
 Peak cpu_peak(int threads);
 /** The CPU backend's kernel set ("avx512", "avx2+fma", ...), or "" without a CPU backend. */
 std::string cpu_kernel_set();
+/** A property of the CPU device's `tessera info` ("cpu family", "bf16 GEMM"); "" without one. */
+std::string cpu_property(const std::string& name);
 Peak device_peak(Device device);
 
 /** The workloads of `suite` on `device` (cases may carry a peer when the device is the CPU). */

@@ -238,6 +238,8 @@ void write_json(const std::vector<Record>& records, const std::string& path, con
   };
   const std::string cpu_isa = cpu_kernel_set();
   system["cpu_kernels"] = cpu_isa;
+  system["cpu_family"] = cpu_property("cpu family");
+  system["cpu_bf16_gemm"] = cpu_property("bf16 GEMM");
   system["libraries"] = {{"openblas", libs.openblas_version}, {"openblas_core", libs.openblas_core}, {"onednn", libs.onednn_version},
                          {"libtorch", libs.torch_version}};
   for (Backend* b : registered_backends()) {

@@ -106,15 +106,16 @@ constexpr GpuPeak kGpuPeaks[] = {
 };
 }  // namespace
 
-std::string cpu_kernel_set() {
-  std::string kernels;
+std::string cpu_property(const std::string& name) {
   if (const Backend* b = find_backend(DeviceType::cpu)) {
     for (const auto& [key, value] : b->device_info(0).properties) {
-      if (key == "simd (kernels)") kernels = value;
+      if (key == name) return value;
     }
   }
-  return kernels;
+  return "";
 }
+
+std::string cpu_kernel_set() { return cpu_property("simd (kernels)"); }
 
 Peak cpu_peak(int threads) {
   const double ghz = measured_clock_ghz();

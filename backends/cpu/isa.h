@@ -54,6 +54,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512bf16 = false, avx512fp16 = false;
+  bool amx_tile = false, amx_bf16 = false;  // cpuid and XCR0 (the permission is amx::mode()'s)
   bool avx512() const { return avx512f && avx512bw && avx512vl && avx512dq; }
 };
 const CpuFeatures& cpu_features();
@@ -66,6 +67,10 @@ bool has_avx512_variant();
  * the CPU and the build have it. An override the CPU or the build cannot honour throws.
  */
 Isa select_isa();
+
+/** The CPU's vendor and microarchitecture family from cpuid ("AMD Zen 3 (family 0x19 model
+ *  0x01)", "Intel Sapphire Rapids (family 6 model 0x8f)"), for `tessera info` and bench records. */
+std::string cpu_family();
 
 /** "avx512" or the baseline's name ("avx2" or "generic"), as `tessera info` prints it. */
 std::string isa_name(Isa isa);

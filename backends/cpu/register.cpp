@@ -10,6 +10,8 @@
 #include <string>
 
 #include "cpu_backend.h"
+#include "gemm_amx.h"
+#include "gemm_bf16.h"
 #include "tessera/backend/registry.h"
 #include "tessera/runtime.h"
 
@@ -68,12 +70,28 @@ std::string cpu_feature_list() {
   return f.empty() ? "none detected" : f;
 }
 
+// Which bf16 x bf16 GEMM runs, and why not AMX where it is not.
+std::string bf16_gemm_variant() {
+  switch (amx::mode()) {
+    case amx::Mode::hardware:
+      return "amx (tdpbf16ps tiles)";
+    case amx::Mode::emulated:
+      return "amx tile program on the software tile unit (TESSERA_CPU_AMX=emulate)";
+    case amx::Mode::off:
+      break;
+  }
+  std::string why = amx::unavailable_reason();
+  if (why.empty()) why = "turned off by TESSERA_CPU_ISA or TESSERA_CPU_AMX";
+  return (bf16::available() ? "avx512_bf16 (vdpbf16ps)" : "f32 FMA on widened bf16") + std::string("; no AMX: ") + why;
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend() : allocator_("cpu:0", memory_) {
     if (const char* g = std::getenv("TESSERA_ALLOC_GUARD"); g && std::strcmp(g, "0") != 0) allocator_.set_guards(true);
     // One kernel set for the process, chosen once: every kernel then agrees on the ISA.
     isa_ = select_isa();
+    (void)amx::mode();  // a TESSERA_CPU_AMX / TESSERA_CPU_ISA=amx the machine cannot honour throws here
 #if defined(TESSERA_CPU_HAS_AVX512_VARIANT)
     if (isa_ == Isa::avx512) {
       avx512::register_kernels(kernels_);
@@ -92,11 +110,14 @@ class CpuBackend final : public Backend {
     info.name = cpu_model_name();
     info.total_memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
     info.compute_units = tbb::info::default_concurrency();
-    info.properties = {{"simd (cpu)", cpu_feature_list()},
-                       {"simd (kernels)", simd_},
-                       {"kernel ISA", isa_name(isa_) + (std::getenv("TESSERA_CPU_ISA") ? " (TESSERA_CPU_ISA)" : " (cpuid)") +
-                                          (has_avx512_variant() ? "; built: " + isa_name(Isa::base) + ", avx512" : "; built: " + isa_name(Isa::base))},
-                       {"threads", std::to_string(num_threads())}};
+    info.properties = {
+        {"cpu family", cpu_family()},
+        {"simd (cpu)", cpu_feature_list()},
+        {"simd (kernels)", simd_},
+        {"kernel ISA", isa_name(isa_) + (std::getenv("TESSERA_CPU_ISA") ? " (TESSERA_CPU_ISA)" : " (cpuid)") +
+                           (has_avx512_variant() ? "; built: " + isa_name(Isa::base) + ", avx512" : "; built: " + isa_name(Isa::base))},
+        {"bf16 GEMM", bf16_gemm_variant()},
+        {"threads", std::to_string(num_threads())}};
     return info;
   }
   std::vector<std::pair<std::string, std::string>> build_info() const override {

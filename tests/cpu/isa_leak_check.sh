@@ -3,7 +3,7 @@
 # every function of the library that holds an AVX-512 instruction (a zmm, opmask or
 # xmm16-31/ymm16-31 register, an embedded broadcast, or an AVX-512-only mnemonic) must belong
 # to tessera::cpu::avx512 (its name mentions that namespace: a template instantiated on a
-# variant type is only reachable from the variant) or be the AVX512_BF16 micro-kernel. First the check proves it can
+# variant type is only reachable from the variant) or be the AVX512_BF16 micro-kernel or the AMX tile unit (gemm_amx_tiles.cpp). First the check proves it can
 # fail: a planted AVX-512 function outside those namespaces must be caught.
 # Usage: isa_leak_check.sh <libtessera.a or .so> <c++ compiler>
 set -euo pipefail
@@ -15,11 +15,11 @@ trap 'rm -rf "$work"' EXIT
 avx512_functions() {  # object/library -> names of functions holding AVX-512 instructions
   objdump -d --no-show-raw-insn -C "$1" | awk '
     /^[0-9a-f]+ <.*>:$/ { fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn); next }
-    /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|\{1to|vpternlog|vpermt2|vpermi2|vdpbf16|vcvtneps2bf16|vpmov(us|s)?(qb|qw|qd|db|dw|wb)[[:space:]]|vrndscale|vscalef|vgetexp|vgetmant|vfixupimm|vrcp14|vrsqrt14/ {
+    /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|\{1to|vpternlog|vpermt2|vpermi2|vdpbf16|vcvtneps2bf16|vpmov(us|s)?(qb|qw|qd|db|dw|wb)[[:space:]]|vrndscale|vscalef|vgetexp|vgetmant|vfixupimm|vrcp14|vrsqrt14|ldtilecfg|tileloadd|tilestored|tilezero|tdpb/ {
       if (!(fn in seen)) { seen[fn] = 1; print fn }
     }'
 }
-allowed='tessera::cpu::avx512::|^tessera::cpu::bf16::micro_kernel\('
+allowed='tessera::cpu::avx512::|^tessera::cpu::bf16::micro_kernel\(|^tessera::cpu::amx::hardware_block\(|^tessera::cpu::amx::\(anonymous namespace\)::HardwareTiles|^void tessera::cpu::amx::run_block<tessera::cpu::amx::\(anonymous namespace\)::HardwareTiles>'
 
 cat > "$work/planted.cpp" <<'CPP'
 namespace tessera::cpu::base { void planted(float* x, int n) { for (int i = 0; i < n; ++i) x[i] = x[i] * 2.0f + 1.0f; } }
