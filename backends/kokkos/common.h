@@ -54,6 +54,29 @@ inline TeamPolicy team_policy(int64_t league, int vector = 1) {
   return forced > 0 ? TeamPolicy(league, forced, vector) : TeamPolicy(league, Kokkos::AUTO, vector);
 }
 
+/**
+ * Strided or broadcast operands whose innermost axis is long (>= 32): one team per run of that
+ * axis takes the run's offsets once and walks it with TeamThreadRange, so no element pays the
+ * linear-index-to-offset divisions. f(off) gets each element's N offsets. Returns false, having
+ * run nothing, for contiguous operands (the flat loop is best) and for short runs.
+ */
+template <int N, class F>
+bool for_runs(const char* label, const Indexer<N>& ix, int64_t numel, const F& f) {
+  if (ix.contiguous || ix.ndim < 1 || ix.sizes[0] < 32 || numel <= 0) return false;
+  const int64_t inner = ix.sizes[0];
+  Kokkos::parallel_for(
+      label, team_policy(numel / inner), KOKKOS_LAMBDA(const Team& team) {
+        int64_t base[N];
+        ix.offsets(team.league_rank() * inner, base);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, inner), [&](int64_t c) {
+          int64_t off[N];
+          for (int k = 0; k < N; ++k) off[k] = base[k] + c * ix.strides[k][0];
+          f(off);
+        });
+      });
+  return true;
+}
+
 /** One team per row (league size `rows`). */
 inline TeamPolicy rows_policy(int64_t rows) { return team_policy(rows); }
 

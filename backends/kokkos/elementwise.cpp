@@ -29,6 +29,10 @@ template <class Fn, class T> void unary_impl(const KernelCall& c) {
     for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = static_cast<T>(Fn{}(static_cast<C>(a[i]))); });
     return;
   }
+  if (for_runs(
+          op_name(c.op).data(), ix, out.numel(),
+          KOKKOS_LAMBDA(const int64_t* off) { o[off[0]] = static_cast<T>(Fn{}(static_cast<C>(a[off[1]]))); }))
+    return;
   for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) {
     int64_t off[2];
     ix.offsets(i, off);
@@ -56,6 +60,10 @@ template <class Fn, class T, class O> void binary_impl(const KernelCall& c) {
     for_n(name, out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = static_cast<O>(Fn{}(static_cast<C>(a[i]), static_cast<C>(b[i]))); });
     return;
   }
+  if (for_runs(
+          name, ix, out.numel(),
+          KOKKOS_LAMBDA(const int64_t* off) { o[off[0]] = static_cast<O>(Fn{}(static_cast<C>(a[off[1]]), static_cast<C>(b[off[2]]))); }))
+    return;
   for_n(name, out.numel(), KOKKOS_LAMBDA(int64_t i) {
     int64_t off[3];
     ix.offsets(i, off);
