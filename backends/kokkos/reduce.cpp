@@ -2,6 +2,7 @@
 // (backends/common/row_layout.h). A team reduces each row with the shared core/kernels
 // reducers, so results are deterministic for a given shape and team size.
 #include <cmath>
+#include <type_traits>
 
 #include "../common/row_layout.h"
 #include "../common/row_math.h"
@@ -82,7 +83,11 @@ struct NanMax {
   static KOKKOS_INLINE_FUNCTION double merge(double a, double b) { return (a != a) ? a : (b != b) ? b : (b > a ? b : a); }
 };
 
+// The exponentials in the compute type (float for f32: double exp was most of the time), the
+// row sum in double. f32/f64 rows keep exp(x - max) in the output and scale it in place; 16-bit
+// rows recompute it, since rounding it to 16 bits first would round the result twice.
 template <class T, bool kLog> void softmax_rows(const char* name, const Tensor& rows, Tensor& res) {
+  using C = compute_t<T>;
   const T* in = ptr<const T>(rows);
   T* out = ptr<T>(res);
   const int64_t len = rows.size(1);
@@ -94,11 +99,25 @@ template <class T, bool kLog> void softmax_rows(const char* name, const Tensor& 
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, len), [&](int64_t j, double& m) { m = NanMax::merge(m, ld(x, j)); }, FunctorReducer<NanMax>(mx));
     if (mx == -INFINITY) mx = 0;  // all -inf rows: shift by 0; a +inf max makes the row NaN (PyTorch)
-    const double s = team_sum(team, len, [&](int64_t j) { return kmath::exp(ld(x, j) - mx); });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int64_t j) {
-      const double v = ld(x, j) - mx;
-      y[j] = static_cast<T>(static_cast<compute_t<T>>(kLog ? v - kmath::log(s) : kmath::exp(v) / s));
+    const C shift = static_cast<C>(mx);
+    constexpr bool kKeep = !kLog && std::is_same_v<T, C>;
+    const double s = team_sum(team, len, [&](int64_t j) {
+      const C e = kmath::exp(static_cast<C>(x[j]) - shift);
+      if constexpr (kKeep) y[j] = e;
+      return static_cast<double>(e);
     });
+    team.team_barrier();  // the stores above happen before any thread scales them
+    if constexpr (kLog) {
+      const C log_s = static_cast<C>(kmath::log(s));
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len),
+                           [&](int64_t j) { y[j] = static_cast<T>(static_cast<C>(x[j]) - shift - log_s); });
+    } else {
+      const C inv = static_cast<C>(1.0 / s);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int64_t j) {
+        if constexpr (kKeep) y[j] *= inv;
+        else y[j] = static_cast<T>(kmath::exp(static_cast<C>(x[j]) - shift) * inv);
+      });
+    }
   });
 }
 
