@@ -113,7 +113,9 @@ template <class F> KOKKOS_INLINE_FUNCTION double team_sum(const Team& team, int6
 template <class T> KOKKOS_INLINE_FUNCTION double ld(const T* p, int64_t i) { return static_cast<double>(static_cast<compute_t<T>>(p[i])); }
 
 // Kernel families (one file each); register.cpp installs them all.
-void register_elementwise(KernelTable& table);
+void register_elementwise(KernelTable& table);  // calls the two below
+void register_elementwise_unary(KernelTable& table);
+void register_elementwise_binary(KernelTable& table);
 void register_reductions(KernelTable& table);
 void register_linalg(KernelTable& table);
 void register_nn(KernelTable& table);
