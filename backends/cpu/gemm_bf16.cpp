@@ -117,7 +117,8 @@ void pack_a_amx(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_
       for (int64_t c = 0; c < chunks; ++c) {
         uint16_t* out = dst + c * kPanel + r * kTileK;
         const int64_t n = live ? std::clamp<int64_t>(kc - c * kTileK, 0, kTileK) : 0;
-        if (a.col_stride == 1) {
+        // Past the last row or past K (n = 0) no pointer into A is formed: zeros only.
+        if (a.col_stride == 1 && n > 0) {
           std::memcpy(out, row + c * kTileK, static_cast<size_t>(n) * sizeof(uint16_t));
         } else {
           for (int64_t e = 0; e < n; ++e) out[e] = row[(c * kTileK + e) * a.col_stride];
