@@ -13,8 +13,9 @@ namespace {
 // `t` [G H, ...] with its G gate blocks of H rows in `order` (ONNX gate k = PyTorch gate order[k]),
 // with a leading axis of 1 (one direction).
 Tensor onnx_gates(const Tensor& t, int64_t hidden, const std::vector<int64_t>& order) {
+  const Tensor h = host(t);  // one copy to the host, then views of it
   std::vector<Tensor> blocks;
-  for (int64_t g : order) blocks.push_back(host(t).narrow(0, g * hidden, hidden));
+  for (int64_t g : order) blocks.push_back(h.narrow(0, g * hidden, hidden));
   return cat(blocks, 0).unsqueeze(0).contiguous();
 }
 
