@@ -88,9 +88,9 @@ TESSERA_HD_INLINE int64_t avg_count(const PoolDims& d, int64_t oh, int64_t ow, i
   return d.count_include_pad ? padded : (h1 - h0) * (w1 - w0);
 }
 
-/** Max pooling output element i (flat over planes, ho, wo): value and flat input index. NaN wins. */
-template <class Acc, class T> TESSERA_HD_INLINE void max_pool_at(const PoolDims& d, const T* x, int64_t i, T* y, int64_t* idx) {
-  const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, p = i / (d.wo * d.ho);
+/** Max pooling output (plane p, oh, ow), stored at flat index i: value and flat input index. NaN wins. */
+template <class Acc, class T>
+TESSERA_HD_INLINE void max_pool_at(const PoolDims& d, const T* x, int64_t p, int64_t oh, int64_t ow, int64_t i, T* y, int64_t* idx) {
   Acc best = -INFINITY;
   int64_t bi = -1;
   for (int64_t a = 0; a < d.kh; ++a) {
@@ -100,11 +100,19 @@ template <class Acc, class T> TESSERA_HD_INLINE void max_pool_at(const PoolDims&
       const int64_t iw = ow * d.sw - d.pw + e * d.dw;
       if (iw < 0 || iw >= d.w) continue;
       const Acc v = static_cast<Acc>(x[(p * d.h + ih) * d.w + iw]);
-      if (bi < 0 || ((v > best || v != v) && best == best)) best = v, bi = ih * d.w + iw;
+      // Selects, not a branch: on random data the comparison is a coin flip a branch mispredicts.
+      const bool take = (bi < 0) | (((v > best) | (v != v)) & (best == best));
+      best = take ? v : best;
+      bi = take ? ih * d.w + iw : bi;
     }
   }
   y[i] = static_cast<T>(best);
   if (idx) idx[i] = bi;  // null when no gradient needs the indices
+}
+/** The same for output element i, flat over (planes, ho, wo). */
+template <class Acc, class T>
+TESSERA_HD_INLINE void max_pool_at(const PoolDims& d, const T* x, int64_t i, T* y, int64_t* idx) {
+  max_pool_at<Acc>(d, x, i / (d.wo * d.ho), (i / d.wo) % d.ho, i % d.wo, i, y, idx);
 }
 
 /** Max pooling backward for plane p, sequentially (no atomics, deterministic). */

@@ -54,6 +54,34 @@ inline TeamPolicy team_policy(int64_t league, int vector = 1) {
   return forced > 0 ? TeamPolicy(league, forced, vector) : TeamPolicy(league, Kokkos::AUTO, vector);
 }
 
+/** Host execution spaces (Serial, OpenMP, Threads): their vector lanes are the compiler's. */
+inline constexpr bool kHostExec = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+
+/**
+ * f(j) for j in [0, n) on the calling thread's vector lanes: ThreadVectorRange on GPUs; on host
+ * spaces a plain unit-stride loop, since Kokkos' host ThreadVectorRange (and TeamThreadRange)
+ * steps by a run-time increment, and no compiler vectorises a loop of unknown trip count.
+ */
+template <class F>
+KOKKOS_INLINE_FUNCTION void vector_for(const Team& team, int64_t n, const F& f) {
+  if constexpr (kHostExec) {
+    (void)team;
+    for (int64_t j = 0; j < n; ++j) f(j);
+  } else {
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), f);
+  }
+}
+
+/** f(i) for i in [0, n) on the team's threads and vector lanes: spans of 256 on TeamThreadRange, each a vector_for. */
+template <class F>
+KOKKOS_INLINE_FUNCTION void team_vector_for(const Team& team, int64_t n, const F& f) {
+  constexpr int64_t kSpan = 256;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan), [&](int64_t s) {
+    const int64_t lo = s * kSpan, len = n - lo < kSpan ? n - lo : kSpan;
+    vector_for(team, len, [&](int64_t j) { f(lo + j); });
+  });
+}
+
 /**
  * Strided or broadcast operands whose innermost axis is long (>= 32): one team per run of that
  * axis takes the run's offsets once and walks it with TeamThreadRange, so no element pays the
@@ -65,16 +93,34 @@ bool for_runs(const char* label, const Indexer<N>& ix, int64_t numel, const F& f
   if (ix.contiguous || ix.ndim < 1 || ix.sizes[0] < 32 || numel <= 0) return false;
   const int64_t inner = ix.sizes[0];
   Kokkos::parallel_for(
-      label, team_policy(numel / inner), KOKKOS_LAMBDA(const Team& team) {
+      label, team_policy(numel / inner, std::min(8, TeamPolicy::vector_length_max())), KOKKOS_LAMBDA(const Team& team) {
         int64_t base[N];
         ix.offsets(team.league_rank() * inner, base);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, inner), [&](int64_t c) {
+        team_vector_for(team, inner, [&](int64_t c) {
           int64_t off[N];
           for (int k = 0; k < N; ++k) off[k] = base[k] + c * ix.strides[k][0];
           f(off);
         });
       });
   return true;
+}
+
+/**
+ * f(run, i, j) over `runs` planes of rows x cols: one team per plane, its rows on team threads
+ * and each row's columns on vector lanes (TeamThreadRange / ThreadVectorRange), so a plane's
+ * index arithmetic is done once and a row is a plain loop (host: one thread walks the plane and
+ * the row loop vectorises; GPU: the team's threads and lanes split it).
+ */
+template <class F>
+void for_each_plane(const char* label, int64_t runs, int64_t rows, int64_t cols, const F& f) {
+  if (runs <= 0 || rows <= 0 || cols <= 0) return;
+  const int vector = std::min(8, TeamPolicy::vector_length_max());
+  Kokkos::parallel_for(
+      label, team_policy(runs, vector), KOKKOS_LAMBDA(const Team& team) {
+        const int64_t run = team.league_rank();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows),
+                             [&](int64_t i) { vector_for(team, cols, [&](int64_t j) { f(run, i, j); }); });
+      });
 }
 
 /** One team per row (league size `rows`). */

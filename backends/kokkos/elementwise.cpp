@@ -39,6 +39,10 @@ template <class D, class S> void copy_impl(const Tensor& src, Tensor& dst) {
   D* o = ptr<D>(dst);
   const S* s = ptr<const S>(src);
   const auto ix = make_indexer<2>(dst.shape(), {&dst, &src});
+  // Transposes and broadcasts (contiguous(), expand backward) walk runs: no per-element divisions.
+  if (for_runs(
+          "copy", ix, dst.numel(), KOKKOS_LAMBDA(const int64_t* off) { o[off[0]] = kernels::convert<D, S>(s[off[1]]); }))
+    return;
   for_n("copy", dst.numel(), KOKKOS_LAMBDA(int64_t i) {
     int64_t off[2];
     ix.offsets(i, off);
@@ -148,19 +152,51 @@ template <class T> void adam_impl(const KernelCall& c) {
     p[i] = static_cast<T>(pc), m[i] = static_cast<T>(mc), v[i] = static_cast<T>(vc);
   });
 }
+// One team per block of kAdamBlock elements of one tensor: the block's tensor is found once (not
+// per element, as a flat loop over the list must), and its elements are a plain loop over direct
+// pointers on the team's threads and lanes, which vectorises on the host.
+constexpr int64_t kAdamBlock = 4096;
+struct BlockIndex {
+  int64_t first[backend_common::kMaxTensors + 1];  // first block of each tensor
+  int count = 0;
+  KOKKOS_INLINE_FUNCTION int find(int64_t b) const {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (first[mid] <= b) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+};
 template <class T> void adam_multi_impl(const KernelCall& c) {
   using C = compute_t<T>;
   const size_t k = c.inputs.size();
   const kernels::AdamStep<C> step(c.attrs.optim);
+  const int vector = std::min(8, TeamPolicy::vector_length_max());
   for (size_t first = 0; first < k; first += backend_common::kMaxTensors) {
     const auto list = backend_common::adam_list<T>(c, first);
-    for_n("adam_multi_update", list.start[list.count], KOKKOS_LAMBDA(int64_t i) {
-      const int t = list.find(i);
-      const int64_t j = i - list.start[t];
-      C pc = static_cast<C>(list.p[t][j]), mc = static_cast<C>(list.m[t][j]), vc = static_cast<C>(list.v[t][j]);
-      step(pc, mc, vc, static_cast<C>(list.g[t][j]));
-      list.p[t][j] = static_cast<T>(pc), list.m[t][j] = static_cast<T>(mc), list.v[t][j] = static_cast<T>(vc);
-    });
+    BlockIndex blocks;
+    blocks.count = list.count;
+    blocks.first[0] = 0;
+    for (int t = 0; t < list.count; ++t)
+      blocks.first[t + 1] = blocks.first[t] + (list.start[t + 1] - list.start[t] + kAdamBlock - 1) / kAdamBlock;
+    if (blocks.first[list.count] == 0) continue;
+    Kokkos::parallel_for(
+        "adam_multi_update", team_policy(blocks.first[list.count], vector), KOKKOS_LAMBDA(const Team& team) {
+          const int t = blocks.find(team.league_rank());
+          const int64_t j0 = (team.league_rank() - blocks.first[t]) * kAdamBlock;
+          const int64_t left = list.start[t + 1] - list.start[t] - j0, n = left < kAdamBlock ? left : kAdamBlock;
+          T* p = list.p[t] + j0;
+          T* m = list.m[t] + j0;
+          T* v = list.v[t] + j0;
+          const T* g = list.g[t] + j0;
+          team_vector_for(team, n, [&](int64_t j) {
+            C pc = static_cast<C>(p[j]), mc = static_cast<C>(m[j]), vc = static_cast<C>(v[j]);
+            step(pc, mc, vc, static_cast<C>(g[j]));
+            p[j] = static_cast<T>(pc), m[j] = static_cast<T>(mc), v[j] = static_cast<T>(vc);
+          });
+        });
   }
 }
 void adam_multi_op(const KernelCall& c) {

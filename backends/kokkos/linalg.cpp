@@ -3,15 +3,13 @@
 // and B in team scratch memory between team barriers. Rows of the tile go to team threads and
 // columns to vector lanes, so the same code runs with team size 1 (Serial) and with real
 // teams on GPUs. Operands are read through loader functors: matmul reads strided matrices,
-// convolution reads the implicit im2col matrix (backends/common/nn_geometry.h). 2-D float
-// matmuls go to KokkosBlas::gemm instead when Kokkos Kernels was found.
+// convolution reads the implicit im2col matrix (backends/common/nn_geometry.h). f32/f64 products
+// go to KokkosBlas::gemm instead when Kokkos Kernels was found (linalg_blas.cpp).
 #include "../common/nn_geometry.h"
 #include "common.h"
+#include "linalg_blas.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/kernels/convert.h"
-#ifdef TESSERA_HAVE_KOKKOS_KERNELS
-#include <KokkosBlas3_gemm.hpp>
-#endif
 
 namespace tessera::kokkos {
 namespace {
@@ -107,34 +105,11 @@ template <class T> void run_gemm(const char* name, const T* a, const T* b, T* c,
   });
 }
 
-#ifdef TESSERA_HAVE_KOKKOS_KERNELS
-// 2-D f32/f64 products through KokkosBlas::gemm (Kokkos Kernels: vendor BLAS where it has a
-// TPL, its own kernels otherwise); strided operands are passed as LayoutStride views. Empty
-// K is left to the team kernel: KokkosBlas returns without writing C when K is 0.
-bool kokkos_blas_matmul(const Tensor& a, const Tensor& b, Tensor& out) {
-  if (out.dim() != 2 || a.size(1) == 0 || out.numel() == 0 || !(a.dtype() == DType::f32 || a.dtype() == DType::f64)) return false;
-  const auto run = [&]<class T>() {
-    using In = Kokkos::View<const T**, Kokkos::LayoutStride, Mem, Kokkos::MemoryUnmanaged>;
-    using Out = Kokkos::View<T**, Kokkos::LayoutStride, Mem, Kokkos::MemoryUnmanaged>;
-    const auto layout = [](const Tensor& t) {
-      return Kokkos::LayoutStride(static_cast<size_t>(t.size(0)), static_cast<size_t>(t.strides()[0]), static_cast<size_t>(t.size(1)),
-                                  static_cast<size_t>(t.strides()[1]));
-    };
-    KokkosBlas::gemm("N", "N", T(1), In(ptr<const T>(a), layout(a)), In(ptr<const T>(b), layout(b)), T(0), Out(ptr<T>(out), layout(out)));
-  };
-  if (a.dtype() == DType::f32) run.template operator()<float>();
-  else run.template operator()<double>();
-  return true;
-}
-#endif
-
 void matmul_op(const KernelCall& call) {
   const Tensor& a = call.inputs[0];
   const Tensor& b = call.inputs[1];
   Tensor& out = call.outputs[0];
-#ifdef TESSERA_HAVE_KOKKOS_KERNELS
-  if (kokkos_blas_matmul(a, b, out)) return;
-#endif
+  if (blas_matmul(call)) return;
   const int64_t r = out.dim();
   MatmulArgs g{};
   g.ars = a.strides()[r - 2], g.acs = a.strides()[r - 1], g.brs = b.strides()[r - 2], g.bcs = b.strides()[r - 1];
@@ -149,6 +124,7 @@ void matmul_op(const KernelCall& call) {
 }
 
 void linear_op(const KernelCall& call) {
+  if (blas_linear(call)) return;
   const Tensor& x = call.inputs[0];
   const Tensor& w = call.inputs[1];
   const Tensor& bias = call.inputs[2];
@@ -223,16 +199,19 @@ template <class T> void conv_wgrad_impl(const KernelCall& c, const ConvDims d, c
 }
 
 void conv_fwd(const KernelCall& c) {
+  if (blas_conv_fwd(c)) return;
   const ConvDims d = conv_dims(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), c.attrs);
   conv_dispatch(c.outputs[0].dtype(), "conv2d", [&]<class T>() { conv_fwd_impl<T>(c, d, tiles(fwd_gemm(d))); });
 }
 
 void conv_dgrad(const KernelCall& c) {
+  if (blas_conv_dgrad(c)) return;
   const ConvDims d = conv_dims(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), c.attrs);
   conv_dispatch(c.outputs[0].dtype(), "conv2d_input_grad", [&]<class T>() { conv_dgrad_impl<T>(c, d, tiles(dgrad_gemm(d))); });
 }
 
 void conv_wgrad(const KernelCall& c) {
+  if (blas_conv_wgrad(c)) return;
   const ConvDims d = conv_dims(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
   conv_dispatch(c.outputs[0].dtype(), "conv2d_weight_grad", [&]<class T>() { conv_wgrad_impl<T>(c, d, tiles(wgrad_gemm(d))); });
 }

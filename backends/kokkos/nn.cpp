@@ -1,6 +1,7 @@
-// Pooling (element-wise over outputs; backward one plane per iteration, sequential within a
-// plane so no atomics), batch/layer normalisation (a team per channel / row with team
-// reductions in double), fused cross entropy, and the indexing ops (gather by output
+// Pooling (a team per plane, output rows on threads and columns on lanes; backward one plane
+// per iteration, sequential within a plane so no atomics), batch/layer normalisation (a team
+// per channel / row with team reductions in double; batch norm walks each sample's plane on
+// vector lanes, so no element pays an index division), fused cross entropy, and the indexing ops (gather by output
 // element; scatter_add with atomics).
 #include <cmath>
 
@@ -21,7 +22,9 @@ template <class T> void max_pool_impl(const KernelCall& c) {
   const T* x = ptr<const T>(c.inputs[0]);
   T* y = ptr<T>(c.outputs[0]);
   int64_t* idx = c.outputs[1].defined() ? ptr<int64_t>(c.outputs[1]) : nullptr;  // null: no gradient needs them
-  for_n("max_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { max_pool_at<acc_t<T>>(d, x, i, y, idx); });
+  for_each_plane(
+      "max_pool2d", d.planes, d.ho, d.wo,
+      KOKKOS_LAMBDA(int64_t p, int64_t oh, int64_t ow) { max_pool_at<acc_t<T>>(d, x, p, oh, ow, (p * d.ho + oh) * d.wo + ow, y, idx); });
 }
 void max_pool(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "max_pool2d", [&]<class T>() { max_pool_impl<T>(c); });
@@ -55,6 +58,32 @@ void avg_pool_bwd(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "avg_pool2d_backward", [&]<class T>() { avg_pool_bwd_impl<T>(c); });
 }
 
+// Batch norm over x [N, C, S]: a team per channel k; samples on team threads, each sample's
+// S contiguous elements on vector lanes. f gets each element's offset.
+inline TeamPolicy channel_policy(int64_t channels) { return team_policy(channels, std::min(8, TeamPolicy::vector_length_max())); }
+template <class F>
+KOKKOS_INLINE_FUNCTION double channel_sum(const Team& team, int64_t n, int64_t sp, int64_t ch, int64_t k, const F& f) {
+  double s = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, n),
+      [&](int64_t b, double& acc) {
+        double row = 0;
+        const int64_t base = (b * ch + k) * sp;
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(team, sp), [&](int64_t j, double& a) { a += f(base + j); }, row);
+        acc += row;
+      },
+      s);
+  return s;
+}
+template <class F>
+KOKKOS_INLINE_FUNCTION void channel_for(const Team& team, int64_t n, int64_t sp, int64_t ch, int64_t k, const F& f) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](int64_t b) {
+    const int64_t base = (b * ch + k) * sp;
+    vector_for(team, sp, [&](int64_t j) { f(base + j); });
+  });
+}
+
 // x [N, C, S]; a team per channel.
 template <class T> void bn_fwd_impl(const KernelCall& c) {
   const Tensor& xt = c.inputs[0];
@@ -65,17 +94,17 @@ template <class T> void bn_fwd_impl(const KernelCall& c) {
   S *mean = ptr<S>(c.outputs[1]), *invstd = ptr<S>(c.outputs[2]);
   const double eps = c.attrs.eps;
   if (ch == 0) return;
-  Kokkos::parallel_for("batch_norm", rows_policy(ch), KOKKOS_LAMBDA(const Team& team) {
-    const int64_t k = team.league_rank();
-    const auto at = [&](int64_t i) { return ((i / sp) * ch + k) * sp + i % sp; };
-    const double mu = team_sum(team, m, [&](int64_t i) { return ld(x, at(i)); }) / static_cast<double>(m);
-    const double var = team_sum(team, m, [&](int64_t i) { return (ld(x, at(i)) - mu) * (ld(x, at(i)) - mu); }) / static_cast<double>(m);
-    const double inv = 1.0 / kmath::sqrt(var + eps);
-    const double scale = inv * (gamma ? ld(gamma, k) : 1.0), shift = (beta ? ld(beta, k) : 0.0) - mu * scale;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m),
-                         [&](int64_t i) { y[at(i)] = static_cast<T>(static_cast<compute_t<T>>(ld(x, at(i)) * scale + shift)); });
-    Kokkos::single(Kokkos::PerTeam(team), [&] { mean[k] = static_cast<S>(mu), invstd[k] = static_cast<S>(inv); });
-  });
+  Kokkos::parallel_for(
+      "batch_norm", channel_policy(ch), KOKKOS_LAMBDA(const Team& team) {
+        const int64_t k = team.league_rank();
+        const double mu = channel_sum(team, n, sp, ch, k, [&](int64_t at) { return ld(x, at); }) / static_cast<double>(m);
+        const double var =
+            channel_sum(team, n, sp, ch, k, [&](int64_t at) { return (ld(x, at) - mu) * (ld(x, at) - mu); }) / static_cast<double>(m);
+        const double inv = 1.0 / kmath::sqrt(var + eps);
+        const double scale = inv * (gamma ? ld(gamma, k) : 1.0), shift = (beta ? ld(beta, k) : 0.0) - mu * scale;
+        channel_for(team, n, sp, ch, k, [&](int64_t at) { y[at] = static_cast<T>(static_cast<compute_t<T>>(ld(x, at) * scale + shift)); });
+        Kokkos::single(Kokkos::PerTeam(team), [&] { mean[k] = static_cast<S>(mu), invstd[k] = static_cast<S>(inv); });
+      });
 }
 void bn_fwd(const KernelCall& c) {
   const Tensor& xt = c.inputs[0];
@@ -90,21 +119,21 @@ template <class T> void bn_bwd_impl(const KernelCall& c) {
   const S *mean = ptr<const S>(c.inputs[3]), *invstd = ptr<const S>(c.inputs[4]);
   T *dx = ptr<T>(c.outputs[0]), *dgamma = ptr<T>(c.outputs[1]), *dbeta = ptr<T>(c.outputs[2]);
   if (ch == 0) return;
-  Kokkos::parallel_for("batch_norm_backward", rows_policy(ch), KOKKOS_LAMBDA(const Team& team) {
-    const int64_t k = team.league_rank();
-    const auto at = [&](int64_t i) { return ((i / sp) * ch + k) * sp + i % sp; };
-    const double mu = static_cast<double>(mean[k]), inv = static_cast<double>(invstd[k]);
-    const double sdy = team_sum(team, m, [&](int64_t i) { return ld(g, at(i)); });
-    const double sdyx = team_sum(team, m, [&](int64_t i) { return ld(g, at(i)) * (ld(x, at(i)) - mu) * inv; });
-    const double gam = gamma ? ld(gamma, k) : 1.0, dm = static_cast<double>(m);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](int64_t i) {
-      const double xhat = (ld(x, at(i)) - mu) * inv;
-      dx[at(i)] = static_cast<T>(static_cast<compute_t<T>>(gam * inv / dm * (dm * ld(g, at(i)) - sdy - xhat * sdyx)));
-    });
-    Kokkos::single(Kokkos::PerTeam(team), [&] {
-      dgamma[k] = static_cast<T>(static_cast<compute_t<T>>(sdyx)), dbeta[k] = static_cast<T>(static_cast<compute_t<T>>(sdy));
-    });
-  });
+  Kokkos::parallel_for(
+      "batch_norm_backward", channel_policy(ch), KOKKOS_LAMBDA(const Team& team) {
+        const int64_t k = team.league_rank();
+        const double mu = static_cast<double>(mean[k]), inv = static_cast<double>(invstd[k]);
+        const double sdy = channel_sum(team, n, sp, ch, k, [&](int64_t at) { return ld(g, at); });
+        const double sdyx = channel_sum(team, n, sp, ch, k, [&](int64_t at) { return ld(g, at) * (ld(x, at) - mu) * inv; });
+        const double gam = gamma ? ld(gamma, k) : 1.0, dm = static_cast<double>(m);
+        channel_for(team, n, sp, ch, k, [&](int64_t at) {
+          const double xhat = (ld(x, at) - mu) * inv;
+          dx[at] = static_cast<T>(static_cast<compute_t<T>>(gam * inv / dm * (dm * ld(g, at) - sdy - xhat * sdyx)));
+        });
+        Kokkos::single(Kokkos::PerTeam(team), [&] {
+          dgamma[k] = static_cast<T>(static_cast<compute_t<T>>(sdyx)), dbeta[k] = static_cast<T>(static_cast<compute_t<T>>(sdy));
+        });
+      });
 }
 void bn_bwd(const KernelCall& c) {
   const Tensor& xt = c.inputs[1];

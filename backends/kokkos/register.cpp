@@ -8,7 +8,9 @@
 #include <string>
 
 #include "common.h"
+#include "linalg_blas.h"
 #include "tessera/backend/registry.h"
+#include "tessera/runtime.h"
 
 namespace tessera {
 namespace kokkos {
@@ -66,20 +68,28 @@ class KokkosBackend final : public Backend {
   std::vector<std::pair<std::string, std::string>> build_info() const override {
     return {{"kokkos version", version()},
             {"execution space", Exec::name()},
-            {"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"}};
+            {"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"},
+            {"gemm", kokkos::blas_description()}};
   }
   CachingAllocator& allocator(int) override { return *allocator_; }
   bool host_accessible() const override { return kHostAccessible; }
+  // Each deep_copy and fence waits for the execution space: counted as the GPU backends count
+  // their host syncs (a training step should have one, reading the loss).
   void copy_from_host(void* dst, const void* src, size_t n, int) override {
+    detail::note_host_sync();
     Kokkos::deep_copy(DeviceBytes(static_cast<char*>(dst), n), HostBytes(static_cast<char*>(const_cast<void*>(src)), n));
   }
   void copy_to_host(void* dst, const void* src, size_t n, int) override {
+    detail::note_host_sync();
     Kokkos::deep_copy(HostBytes(static_cast<char*>(dst), n), DeviceBytes(static_cast<char*>(const_cast<void*>(src)), n));
   }
   void copy_on_device(void* dst, int, const void* src, int, size_t n) override {
     Kokkos::deep_copy(DeviceBytes(static_cast<char*>(dst), n), DeviceBytes(static_cast<char*>(const_cast<void*>(src)), n));
   }
-  void synchronize(int) override { Kokkos::fence(); }
+  void synchronize(int) override {
+    detail::note_host_sync();
+    Kokkos::fence();
+  }
 
  private:
   static std::string version() {
