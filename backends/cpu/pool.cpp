@@ -9,6 +9,7 @@
 #endif
 
 #include "../common/dtype_dispatch.h"
+#include "../common/max_pool_2x2.h"
 #include "cpu_backend.h"
 
 // Pooled rows are short (14 outputs in the CNN): 16-lane AVX-512 loops would leave them all to
@@ -36,38 +37,6 @@ template <class F> void for_planes(int64_t planes, int64_t plane_work, F&& f) {
 
 constexpr int64_t kPoolBlock = 8;
 
-// Outputs [o0, o0 + n) of one 2x2 max-pool output row (n == N when N > 1, a constant trip count
-// the compiler vectorises whole): the first maximum in scan order (a, b, c, d), then the first
-// NaN overrides it. Plain selects on whole values: GCC vectorises this form, not one with && and
-// || on bools. The winning tap (0-3) is kept in 32-bit lanes, the floats' width (mixing in
-// 64-bit indices kept GCC from vectorising: 2.9 GB/s), then becomes an int64 input offset.
-template <class T, int64_t N>
-inline __attribute__((always_inline)) TESSERA_SHORT_ROWS void max_pool_2x2_outputs(const T* r0, const T* r1, T* yo, int64_t* io, int64_t base, int64_t o0,
-                                                                int64_t n, int64_t w) {
-  using C = compute_t<T>;
-  int32_t tap[N];
-  const int64_t count = N > 1 ? N : n;
-  for (int64_t k = 0; k < count; ++k) {
-    const int64_t ow = o0 + k;
-    const C a = static_cast<C>(r0[2 * ow]), b = static_cast<C>(r0[2 * ow + 1]);
-    const C c = static_cast<C>(r1[2 * ow]), d = static_cast<C>(r1[2 * ow + 1]);
-    C best = a;
-    int32_t t = 0;
-    t = b > best ? 1 : t, best = b > best ? b : best;
-    t = c > best ? 2 : t, best = c > best ? c : best;
-    t = d > best ? 3 : t, best = d > best ? d : best;
-    const int32_t first_nan = a != a ? 0 : (b != b ? 1 : (c != c ? 2 : 3));
-    const bool any_nan = (a != a) | (b != b) | (c != c) | (d != d);
-    yo[ow] = static_cast<T>(any_nan ? a + b + c + d : best);  // the sum of a NaN is a NaN
-    if constexpr (N > 1) tap[k] = any_nan ? first_nan : t;
-    else if (io) io[ow] = base + 2 * ow + ((any_nan ? first_nan : t) >> 1) * w + ((any_nan ? first_nan : t) & 1);
-  }
-  if constexpr (N > 1) {
-    if (!io) return;
-    for (int64_t k = 0; k < N; ++k) io[o0 + k] = base + 2 * (o0 + k) + (tap[k] >> 1) * w + (tap[k] & 1);
-  }
-}
-
 // The CNN case, 2x2 windows with stride 2 and no padding or dilation: the four taps are
 // compared with branch-free selects (vectorisable), keeping the generic loop's rule that the
 // first NaN in scan order wins and the first maximum is taken on ties.
@@ -90,11 +59,11 @@ template <class T> bool max_pool_2x2(const PoolGeom& g, const T* x, T* y, int64_
       // one twice is harmless); a vectorised loop with a scalar tail spent most of its time in
       // the tail.
       if (g.wo < kPoolBlock) {
-        max_pool_2x2_outputs<T, 1>(r0, r1, yo, io, base, 0, g.wo, g.w);
+        backend_common::max_pool_2x2_outputs<T, 1>(r0, r1, yo, io, base, 0, g.wo, g.w);
         continue;
       }
       for (int64_t o0 = 0; o0 < g.wo; o0 += kPoolBlock) {
-        max_pool_2x2_outputs<T, kPoolBlock>(r0, r1, yo, io, base, std::min(o0, g.wo - kPoolBlock), kPoolBlock, g.w);
+        backend_common::max_pool_2x2_outputs<T, kPoolBlock>(r0, r1, yo, io, base, std::min(o0, g.wo - kPoolBlock), kPoolBlock, g.w);
       }
     }
   });

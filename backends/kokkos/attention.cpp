@@ -163,11 +163,14 @@ template <class T> void backward(const KernelCall& c) {
   const Tensor delta_t = empty({g.bh * g.tq}, lse_t.dtype(), lse_t.device());
   C* delta = ptr<C>(delta_t);
   const int64_t dvn = g.dv;
-  for_n("tessera::attention_delta", g.bh * g.tq, KOKKOS_LAMBDA(int64_t row) {
-    C s = 0;
-    for (int64_t x = 0; x < dvn; ++x) s += static_cast<C>(go[row * dvn + x]) * static_cast<C>(o[row * dvn + x]);
-    delta[row] = s;
-  });
+  for_n(
+      "tessera::attention_delta", g.bh * g.tq,
+      KOKKOS_LAMBDA(int64_t row) {
+        C s = 0;
+        for (int64_t x = 0; x < dvn; ++x) s += static_cast<C>(go[row * dvn + x]) * static_cast<C>(o[row * dvn + x]);
+        delta[row] = s;
+      },
+      dvn);
   const GradScore<C> grad_score{g, lse, delta};
   {  // dK, dV
     const int64_t ktiles = (g.tk + kRows - 1) / kRows;

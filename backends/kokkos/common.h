@@ -5,12 +5,29 @@
 // they are correct for any team size (1 on Serial, hundreds of threads on CUDA/HIP).
 #include <Kokkos_Core.hpp>
 #include <cstdlib>
+#include <type_traits>
 
 #include "../common/dtype_dispatch.h"
 #include "../common/indexer.h"
 #include "tessera/backend/kernel.h"
+#include "tessera/kernels/activation.h"
 #include "tessera/kernels/half.h"
+#include "tessera/kernels/reduce.h"
+#include "tessera/kernels/unary.h"
 #include "tessera/tensor.h"
+
+// Host builds evaluate the float transcendentals with the CPU backend's branch-free polynomials
+// (backends/cpu/vec_math.h): glibc's expf/logf/tanhf are scalar calls, which held exp at a
+// seventh of the CPU backend's speed and softmax at a ninth. Device compilers keep the
+// core/kernels functors (their libdevice/ocml math is vectorised per lane already).
+#if !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__SYCL_DEVICE_ONLY__)
+#include "../cpu/vec_math.h"
+#define TESSERA_KOKKOS_HOST_VMATH 1
+#if defined(__AVX__)  // the kernel files (TESSERA_CPU_ISA_FLAGS); lane_max uses 8-wide GCC vectors
+#include "../cpu/lanes.h"
+#define TESSERA_KOKKOS_HOST_LANE_MAX 1
+#endif
+#endif
 
 namespace tessera::kokkos {
 
@@ -31,10 +48,54 @@ namespace kmath = ::Kokkos::Experimental;
 template <class T> T* ptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
 template <class T> const T* opt(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr; }
 
-/** parallel_for over [0, n); the label names the op in Kokkos tools/profilers. */
-template <class F> void for_n(const char* label, int64_t n, const F& f) {
+/** Host execution spaces (Serial, OpenMP, Threads): their vector lanes are the compiler's. */
+inline constexpr bool kHostExec = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+
+/**
+ * Below this many elements a host space runs a flat loop on the calling thread: waking the
+ * OpenMP team costs 3 us with spinning workers and 15-20 us once they sleep (GOMP's default
+ * wait policy, measured here), more than a 32K-element add takes on one core; a training step's
+ * small bias and loss ops paid it hundreds of times. The CPU backend's grain is the same.
+ */
+inline constexpr int64_t kHostInlineBelow = 32768;
+
+/**
+ * parallel_for over [0, n); the label names the op in Kokkos tools/profilers. `work`: elements
+ * each index touches (a row's length, a plane's size), so the inline test sees the whole op.
+ */
+template <class F>
+void for_n(const char* label, int64_t n, const F& f, int64_t work = 1) {
   if (n <= 0) return;
+  if constexpr (kHostExec) {
+    if (n * work < kHostInlineBelow) {
+      for (int64_t i = 0; i < n; ++i) f(i);
+      return;
+    }
+  }
   Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int64_t>>(0, n), f);
+}
+
+/**
+ * f(i, j) over a dense rows x cols block: host spaces give each thread whole rows, so a row is
+ * a plain loop that vectorises and no element pays a division (small blocks run inline, as in
+ * for_n); GPUs run one thread per element.
+ */
+template <class F>
+void for_rows(const char* label, int64_t rows, int64_t cols, const F& f) {
+  if (rows <= 0 || cols <= 0) return;
+  if constexpr (kHostExec) {
+    const auto row = [&](int64_t i) {
+      for (int64_t j = 0; j < cols; ++j) f(i, j);
+    };
+    if (rows * cols < kHostInlineBelow) {
+      for (int64_t i = 0; i < rows; ++i) row(i);
+    } else {
+      Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int64_t>>(0, rows), row);
+    }
+  } else {
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<int64_t>>(0, rows * cols), KOKKOS_LAMBDA(int64_t k) { f(k / cols, k % cols); });
+  }
 }
 
 /**
@@ -54,9 +115,6 @@ inline TeamPolicy team_policy(int64_t league, int vector = 1) {
   return forced > 0 ? TeamPolicy(league, forced, vector) : TeamPolicy(league, Kokkos::AUTO, vector);
 }
 
-/** Host execution spaces (Serial, OpenMP, Threads): their vector lanes are the compiler's. */
-inline constexpr bool kHostExec = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
-
 /**
  * f(j) for j in [0, n) on the calling thread's vector lanes: ThreadVectorRange on GPUs; on host
  * spaces a plain unit-stride loop, since Kokkos' host ThreadVectorRange (and TeamThreadRange)
@@ -72,14 +130,21 @@ KOKKOS_INLINE_FUNCTION void vector_for(const Team& team, int64_t n, const F& f) 
   }
 }
 
-/** f(i) for i in [0, n) on the team's threads and vector lanes: spans of 256 on TeamThreadRange, each a vector_for. */
+/**
+ * f(i) for i in [0, n) on the team's threads and vector lanes: TeamVectorRange on GPUs; on host
+ * spaces spans of 256 on TeamThreadRange, each a plain (vectorising) loop.
+ */
 template <class F>
 KOKKOS_INLINE_FUNCTION void team_vector_for(const Team& team, int64_t n, const F& f) {
-  constexpr int64_t kSpan = 256;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan), [&](int64_t s) {
-    const int64_t lo = s * kSpan, len = n - lo < kSpan ? n - lo : kSpan;
-    vector_for(team, len, [&](int64_t j) { f(lo + j); });
-  });
+  if constexpr (kHostExec) {
+    constexpr int64_t kSpan = 256;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan), [&](int64_t s) {
+      const int64_t lo = s * kSpan, len = n - lo < kSpan ? n - lo : kSpan;
+      for (int64_t j = 0; j < len; ++j) f(lo + j);
+    });
+  } else {
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, n), f);
+  }
 }
 
 /**
@@ -106,14 +171,26 @@ bool for_runs(const char* label, const Indexer<N>& ix, int64_t numel, const F& f
 }
 
 /**
- * f(run, i, j) over `runs` planes of rows x cols: one team per plane, its rows on team threads
- * and each row's columns on vector lanes (TeamThreadRange / ThreadVectorRange), so a plane's
- * index arithmetic is done once and a row is a plain loop (host: one thread walks the plane and
- * the row loop vectorises; GPU: the team's threads and lanes split it).
+ * f(run, i, j) over `runs` planes of rows x cols, so a plane's index arithmetic is done once
+ * and a row is a plain loop. GPU: one team per plane, its rows on team threads and each row's
+ * columns on vector lanes; host: one thread walks the plane and the row loop vectorises.
  */
 template <class F>
 void for_each_plane(const char* label, int64_t runs, int64_t rows, int64_t cols, const F& f) {
   if (runs <= 0 || rows <= 0 || cols <= 0) return;
+  if constexpr (kHostExec) {
+    // Host: a plane per iteration of a flat loop. A team per plane cost more to dispatch on
+    // OpenMP than a 14x14 plane takes (im2col for a 32-channel 3x3 convolution is 4,320 planes).
+    for_n(
+        label, runs,
+        [=](int64_t run) {
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t j = 0; j < cols; ++j) f(run, i, j);
+          }
+        },
+        rows * cols);
+    return;
+  }
   const int vector = std::min(8, TeamPolicy::vector_length_max());
   Kokkos::parallel_for(
       label, team_policy(runs, vector), KOKKOS_LAMBDA(const Team& team) {
@@ -123,6 +200,88 @@ void for_each_plane(const char* label, int64_t runs, int64_t rows, int64_t cols,
       });
 }
 
+/** The functor a kernel runs for core/kernels functor Fn: the vectorisable float one on host builds. */
+#if defined(TESSERA_KOKKOS_HOST_VMATH)
+template <class Fn>
+using fast_t = cpu::vmath::fast_t<Fn>;
+#else
+template <class Fn>
+using fast_t = Fn;
+#endif
+/** e^x for softmax-style kernels: the polynomial on host builds for float, else the space's exp. */
+KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
+#if defined(TESSERA_KOKKOS_HOST_VMATH)
+  return cpu::vmath::exp(x);
+#else
+  return kmath::exp(x);
+#endif
+}
+KOKKOS_INLINE_FUNCTION double fast_exp(double x) { return kmath::exp(x); }
+/** e^x for x <= 0 (softmax's exp(x - max)): the host polynomial flushes results below 2^-126 to 0. */
+KOKKOS_INLINE_FUNCTION float fast_exp_nonpos(float x) {
+#if defined(TESSERA_KOKKOS_HOST_VMATH)
+  return cpu::vmath::exp_nonpos(x);
+#else
+  return kmath::exp(x);
+#endif
+}
+KOKKOS_INLINE_FUNCTION double fast_exp_nonpos(double x) { return kmath::exp(x); }
+
+// The activation and its gradient as compile-time functors (the vectorisable float versions on
+// host builds), so each loop carries no per-element switch and vectorises.
+template <Activation A>
+struct ActOf {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T x) const {
+    return kernels::apply_activation(A, x);
+  }
+};
+template <Activation A>
+struct GradOf {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T g, T saved) const {
+    return kernels::activation_grad(A, g, saved);
+  }
+};
+template <>
+struct ActOf<Activation::gelu> : fast_t<kernels::GeluFn> {};
+template <>
+struct ActOf<Activation::gelu_tanh> : fast_t<kernels::GeluTanhFn> {};
+template <>
+struct ActOf<Activation::silu> : fast_t<kernels::SiluFn> {};
+template <>
+struct ActOf<Activation::sigmoid> : fast_t<kernels::SigmoidFn> {};
+template <>
+struct ActOf<Activation::tanh> : fast_t<kernels::TanhFn> {};
+#if defined(TESSERA_KOKKOS_HOST_VMATH)
+template <>
+struct GradOf<Activation::gelu> : cpu::vmath::GeluGradFn {};
+template <>
+struct GradOf<Activation::gelu_tanh> : cpu::vmath::GeluTanhGradFn {};
+template <>
+struct GradOf<Activation::silu> : cpu::vmath::SiluGradFn {};
+#endif
+
+/** body.template operator()<A>() for the run-time activation `act`. */
+template <class Body>
+void with_activation(Activation act, const Body& body) {
+  switch (act) {
+    case Activation::relu:
+      return body.template operator()<Activation::relu>();
+    case Activation::gelu:
+      return body.template operator()<Activation::gelu>();
+    case Activation::gelu_tanh:
+      return body.template operator()<Activation::gelu_tanh>();
+    case Activation::silu:
+      return body.template operator()<Activation::silu>();
+    case Activation::sigmoid:
+      return body.template operator()<Activation::sigmoid>();
+    case Activation::tanh:
+      return body.template operator()<Activation::tanh>();
+    case Activation::none:
+      return body.template operator()<Activation::none>();
+  }
+}
 /** One team per row (league size `rows`). */
 inline TeamPolicy rows_policy(int64_t rows) { return team_policy(rows); }
 
@@ -148,11 +307,106 @@ template <class Op> struct FunctorReducer {
   KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
 };
 
+/**
+ * Op-reduction of g(acc, j) over j in [0, n) on the calling thread's vector lanes. Host: 16
+ * accumulators, element j in lane j % 16, merged pairwise at the end, so the loop vectorises (a
+ * single accumulator is one dependent add per element) and the order depends on n only. GPU:
+ * a ThreadVectorRange reduction. Op has Acc, init() and merge(a, b); g returns the new Acc.
+ */
+template <class Op, class G>
+KOKKOS_INLINE_FUNCTION typename Op::Acc lane_reduce(const Team& team, int64_t n, const G& g) {
+  using Acc = typename Op::Acc;
+  if constexpr (kHostExec) {
+    (void)team;
+    constexpr int kLanes = 16;
+    Acc acc[kLanes];
+    for (int l = 0; l < kLanes; ++l) acc[l] = Op::init();
+    const int64_t full = n / kLanes * kLanes;
+    for (int64_t j = 0; j < full; j += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] = g(acc[l], j + l);
+    }
+    for (int64_t j = full; j < n; ++j) acc[j - full] = g(acc[j - full], j);
+    for (int w = kLanes / 2; w > 0; w /= 2) {
+      for (int l = 0; l < w; ++l) acc[l] = Op::merge(acc[l], acc[l + w]);
+    }
+    return acc[0];
+  } else {
+    Acc r = Op::init();
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(team, n), [&](int64_t j, Acc& a) { a = g(a, j); }, FunctorReducer<Op>(r));
+    return r;
+  }
+}
+
+/**
+ * Op-reduction of g(acc, j) over j in [0, n) across the team; every member gets the result,
+ * which depends on n and the team size only. Host: spans of 2048 on the team's threads, each
+ * span a lane_reduce. GPU: TeamThreadRange over the elements (the team's threads are the lanes).
+ */
+template <class Op, class G>
+KOKKOS_INLINE_FUNCTION typename Op::Acc team_reduce(const Team& team, int64_t n, const G& g) {
+  using Acc = typename Op::Acc;
+  Acc total = Op::init();
+  if constexpr (kHostExec) {
+    constexpr int64_t kSpan = 2048;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan),
+        [&](int64_t s, Acc& a) {
+          const int64_t lo = s * kSpan, len = n - lo < kSpan ? n - lo : kSpan;
+          a = Op::merge(a, lane_reduce<Op>(team, len, [&](Acc x, int64_t j) { return g(x, lo + j); }));
+        },
+        FunctorReducer<Op>(total));
+  } else {
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, n), [&](int64_t j, Acc& a) { a = g(a, j); }, FunctorReducer<Op>(total));
+  }
+  return total;
+}
+
+#if defined(TESSERA_KOKKOS_HOST_LANE_MAX)
+/**
+ * NaN-sticky maximum of x[0, n) on one host thread: the CPU backend's lane_max (GCC vector
+ * types; it skips NaN) and an OR of x != x. GCC keeps MaxReducer's NaN-aware select scalar (a
+ * compare and a branch per element: amax ran at a fifth of the CPU backend's speed).
+ */
+inline float host_max(const float* x, int64_t n) {
+  int nan = 0;
+  for (int64_t j = 0; j < n; ++j) nan |= x[j] != x[j];
+  return nan ? __builtin_nanf("") : cpu::lane_max(n, x);
+}
+#endif
+
+/** Op-reduction of x[0, n) across the team (team_reduce over Op::step), with host_max for float maxima. */
+template <class Op, class T>
+KOKKOS_INLINE_FUNCTION typename Op::Acc team_reduce_span(const Team& team, const T* x, int64_t n) {
+  using Acc = typename Op::Acc;
+#if defined(TESSERA_KOKKOS_HOST_LANE_MAX)
+  if constexpr (std::is_same_v<Op, kernels::MaxReducer<float>>) {
+    constexpr int64_t kSpan = 2048;
+    Acc total = Op::init();
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan),
+        [&](int64_t s, Acc& a) {
+          const int64_t lo = s * kSpan;
+          a = Op::merge(a, n - lo > 0 ? host_max(x + lo, n - lo < kSpan ? n - lo : kSpan) : Op::init());
+        },
+        FunctorReducer<Op>(total));
+    return total;
+  }
+#endif
+  return team_reduce<Op>(team, n, [&](Acc a, int64_t j) { return Op::step(a, x[j]); });
+}
+
+/** A double sum as a reducer for team_reduce. */
+struct DoubleSum {
+  using Acc = double;
+  static KOKKOS_INLINE_FUNCTION double init() { return 0; }
+  static KOKKOS_INLINE_FUNCTION double merge(double a, double b) { return a + b; }
+};
+
 /** Sum of f(i) for i in [0, n) across the team; every team member gets the result. */
 template <class F> KOKKOS_INLINE_FUNCTION double team_sum(const Team& team, int64_t n, const F& f) {
-  double s = 0;
-  Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, n), [&](int64_t i, double& acc) { acc += f(i); }, s);
-  return s;
+  return team_reduce<DoubleSum>(team, n, [&](double a, int64_t i) { return a + f(i); });
 }
 
 /** Loads element i of p as double through the type's compute type. */

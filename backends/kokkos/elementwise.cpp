@@ -83,37 +83,53 @@ template <class T, RandomKind K> void random_impl(const KernelCall& c) {
   for_n(op_name(c.op).data(), out.numel(), KOKKOS_LAMBDA(int64_t i) { o[i] = kernels::random_draw<T, K>(seed, offset, i, a, b); });
 }
 
-template <class T> void activation_backward_impl(const KernelCall& c) {
+template <Activation A, class T>
+void activation_backward_impl(const KernelCall& c) {
   using C = compute_t<T>;
   const T* g = ptr<const T>(c.inputs[0]);
   const T* saved = ptr<const T>(c.inputs[1]);
   // bias_activation's backward: z = saved + bias along the last axis.
   const T* bias = c.inputs.size() > 2 && c.inputs[2].defined() ? ptr<const T>(c.inputs[2]) : nullptr;
-  const int64_t cols = c.outputs[0].size(-1);
+  const int64_t cols = c.outputs[0].size(-1), n = c.outputs[0].numel();
   T* o = ptr<T>(c.outputs[0]);
-  const Activation act = c.attrs.activation;
-  for_n("activation_backward", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
-    const C z = bias ? static_cast<C>(saved[i]) + static_cast<C>(bias[i % cols]) : static_cast<C>(saved[i]);
-    o[i] = static_cast<T>(kernels::activation_grad(act, static_cast<C>(g[i]), z));
-  });
+  if (!bias) {
+    for_n(
+        "activation_backward", n,
+        KOKKOS_LAMBDA(int64_t i) { o[i] = static_cast<T>(GradOf<A>{}(static_cast<C>(g[i]), static_cast<C>(saved[i]))); });
+    return;
+  }
+  for_rows(
+      "activation_backward", n / cols, cols, KOKKOS_LAMBDA(int64_t i, int64_t j) {
+        const int64_t k = i * cols + j;
+        o[k] = static_cast<T>(GradOf<A>{}(static_cast<C>(g[k]), static_cast<C>(saved[k]) + static_cast<C>(bias[j])));
+      });
 }
 
-template <class T> void bias_activation_impl(const KernelCall& c) {
+template <Activation A, class T>
+void bias_activation_impl(const KernelCall& c) {
   using C = compute_t<T>;
   const T* x = ptr<const T>(c.inputs[0]);
   const T* bias = ptr<const T>(c.inputs[1]);
-  const int64_t cols = c.outputs[0].size(-1);
+  const int64_t cols = c.outputs[0].size(-1), n = c.outputs[0].numel();
   T* o = ptr<T>(c.outputs[0]);
-  const Activation act = c.attrs.activation;
-  for_n("bias_activation", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) {
-    o[i] = static_cast<T>(kernels::apply_activation(act, static_cast<C>(x[i]) + static_cast<C>(bias[i % cols])));
+  for_rows(
+      "bias_activation", n / cols, cols, KOKKOS_LAMBDA(int64_t i, int64_t j) {
+        const int64_t k = i * cols + j;
+        o[k] = static_cast<T>(ActOf<A>{}(static_cast<C>(x[k]) + static_cast<C>(bias[j])));
+      });
+}
+
+void bias_activation_op(const KernelCall& c) {
+  if (c.outputs[0].numel() == 0) return;
+  backend_common::dispatch_float(c.outputs[0].dtype(), "bias_activation", [&]<class T>() {
+    with_activation(c.attrs.activation, [&]<Activation A>() { bias_activation_impl<A, T>(c); });
   });
 }
-void bias_activation_op(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "bias_activation", [&]<class T>() { bias_activation_impl<T>(c); });
-}
 void activation_backward_op(const KernelCall& c) {
-  backend_common::dispatch_float(c.outputs[0].dtype(), "activation_backward", [&]<class T>() { activation_backward_impl<T>(c); });
+  if (c.outputs[0].numel() == 0) return;
+  backend_common::dispatch_float(c.outputs[0].dtype(), "activation_backward", [&]<class T>() {
+    with_activation(c.attrs.activation, [&]<Activation A>() { activation_backward_impl<A, T>(c); });
+  });
 }
 
 template <class T> void dropout_add_impl(const KernelCall& c) {
@@ -124,7 +140,8 @@ template <class T> void dropout_add_impl(const KernelCall& c) {
   const float keep = static_cast<float>(1.0 - c.attrs.dropout_p);
   const double scale = 1.0 / (1.0 - c.attrs.dropout_p);
   const int64_t n = c.outputs[0].numel();
-  for_n("dropout_add", (n + 3) / 4, KOKKOS_LAMBDA(int64_t b) { kernels::dropout_add_block(seed, offset, b, n, keep, scale, x, r, o); });
+  for_n(
+      "dropout_add", (n + 3) / 4, KOKKOS_LAMBDA(int64_t b) { kernels::dropout_add_block(seed, offset, b, n, keep, scale, x, r, o); }, 4);
 }
 
 void dropout_add_op(const KernelCall& c) {

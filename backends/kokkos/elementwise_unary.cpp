@@ -43,7 +43,7 @@ void unary_op(const KernelCall& c) {
 }  // namespace
 
 void register_elementwise_unary(KernelTable& table) {
-#define TESSERA_UNARY_OP(id, name, fn, policy) table[OpId::id] = &unary_op<kernels::fn, DTypePolicy::policy>;
+#define TESSERA_UNARY_OP(id, name, fn, policy) table[OpId::id] = &unary_op<fast_t<kernels::fn>, DTypePolicy::policy>;
 #include "tessera/ops/op_list.inc"
 }
 

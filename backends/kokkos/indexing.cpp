@@ -59,14 +59,17 @@ void scatter_impl(const Tensor& xview, const Tensor& index, const Tensor& src, i
   const int64_t len = index.size(axis), istep = index.strides()[axis], sstep = src.strides()[axis];
   const Tensor xl = xview.narrow(axis, 0, 1), il = index.narrow(axis, 0, 1), sl = src.narrow(axis, 0, 1);
   const auto ix = make_indexer<3>(il.shape(), {&xl, &il, &sl});
-  for_n(op, il.numel(), KOKKOS_LAMBDA(int64_t line) {
-    int64_t off[3];
-    ix.offsets(line, off);
-    for (int64_t i = 0; i < len; ++i) {
-      T& d = dst[off[0] + static_cast<int64_t>(idx[off[1] + i * istep]) * axis_stride];
-      d = static_cast<T>(Fn{}(static_cast<C>(d), static_cast<C>(s[off[2] + i * sstep])));
-    }
-  });
+  for_n(
+      op, il.numel(),
+      KOKKOS_LAMBDA(int64_t line) {
+        int64_t off[3];
+        ix.offsets(line, off);
+        for (int64_t i = 0; i < len; ++i) {
+          T& d = dst[off[0] + static_cast<int64_t>(idx[off[1] + i * istep]) * axis_stride];
+          d = static_cast<T>(Fn{}(static_cast<C>(d), static_cast<C>(s[off[2] + i * sstep])));
+        }
+      },
+      len);
 }
 
 // Shared by scatter_add (Fn = AddFn, the dtypes with device atomics, as the other device

@@ -78,14 +78,15 @@ bool matmul_impl(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 /** out = act(out + bias) in place, out m x n row-major; bias (stride bs) may be null. */
-template <class T>
-void bias_activation(T* out, const T* bias, int64_t bs, int64_t n, int64_t numel, Activation act) {
-  for_n(
-      "linear_epilogue", numel, KOKKOS_LAMBDA(int64_t i) {
-        T v = out[i];
-        if (bias) v += bias[(i % n) * bs];
-        out[i] = kernels::apply_activation(act, v);
-      });
+template <Activation A, class T>
+void bias_activation(T* out, const T* bias, int64_t bs, int64_t m, int64_t n) {
+  if (!bias) {
+    for_n(
+        "linear_epilogue", m * n, KOKKOS_LAMBDA(int64_t i) { out[i] = ActOf<A>{}(out[i]); });
+    return;
+  }
+  for_rows(
+      "linear_epilogue", m, n, KOKKOS_LAMBDA(int64_t i, int64_t j) { out[i * n + j] = ActOf<A>{}(out[i * n + j] + bias[j * bs]); });
 }
 
 template <class T>
@@ -96,7 +97,8 @@ bool linear_impl(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& o
   const int64_t m = out.size(0), n = out.size(1);
   gemm(mx, mw, ptr<T>(out), m, n, T(0));
   if (bias.defined() || act != Activation::none)
-    bias_activation(ptr<T>(out), opt<T>(bias), bias.defined() ? bias.strides()[0] : 0, n, m * n, act);
+    with_activation(act,
+                    [&]<Activation A>() { bias_activation<A>(ptr<T>(out), opt<T>(bias), bias.defined() ? bias.strides()[0] : 0, m, n); });
   return true;
 }
 
@@ -137,6 +139,40 @@ Tensor workspace(int64_t numel, const Tensor& like) {
 template <class T>
 void im2col(const ConvDims d, const T* x, int64_t g, int64_t n0, int64_t s, T* col) {
   const int64_t kk = d.kh * d.kw, cg = d.c / d.groups, k = cg * kk, cols = s * d.ho * d.wo;
+  if constexpr (kHostExec) {
+    // Host: a (tap, sample) plane per iteration, its index arithmetic once; each output row is
+    // zeros outside the input's columns and a strided copy inside (a unit-stride copy for
+    // stride 1), with no per-element division or bounds test.
+    for_n(
+        "conv2d_im2col", k * s,
+        [=](int64_t run) {
+          const int64_t q = run / s, b = run % s, ci = q / kk, a = q / d.kw % d.kh, e = q % d.kw;
+          const T* plane = x + ((n0 + b) * d.c + g * cg + ci) * d.h * d.w;
+          T* dst = col + q * cols + b * d.ho * d.wo;
+          // Output columns whose input column iw = ow * sw - pw + e * dw lies in [0, w).
+          const int64_t shift = e * d.dw - d.pw;
+          const int64_t lo = std::min(d.wo, shift >= 0 ? 0 : (-shift + d.sw - 1) / d.sw);
+          const int64_t hi = std::max(lo, std::min(d.wo, d.w - shift <= 0 ? 0 : (d.w - shift + d.sw - 1) / d.sw));
+          for (int64_t oh = 0; oh < d.ho; ++oh) {
+            T* row = dst + oh * d.wo;
+            const int64_t ih = oh * d.sh - d.ph + a * d.dh;
+            if (ih < 0 || ih >= d.h) {
+              for (int64_t ow = 0; ow < d.wo; ++ow) row[ow] = T(0);
+              continue;
+            }
+            const T* src = plane + ih * d.w;  // column ow reads src[ow * sw + shift]
+            for (int64_t ow = 0; ow < lo; ++ow) row[ow] = T(0);
+            if (d.sw == 1) {
+              for (int64_t ow = lo; ow < hi; ++ow) row[ow] = src[ow + shift];
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow) row[ow] = src[ow * d.sw + shift];
+            }
+            for (int64_t ow = hi; ow < d.wo; ++ow) row[ow] = T(0);
+          }
+        },
+        d.ho * d.wo);
+    return;
+  }
   for_each_plane(
       "conv2d_im2col", k * s, d.ho, d.wo, KOKKOS_LAMBDA(int64_t run, int64_t oh, int64_t ow) {
         const int64_t q = run / s, b = run % s;

@@ -1,4 +1,5 @@
-// Pooling (a team per plane, output rows on threads and columns on lanes; backward one plane
+// Pooling (GPU: a team per plane, output rows on threads and columns on lanes; host: a plane per
+// iteration; backward one plane
 // per iteration, sequential within a plane so no atomics), batch/layer normalisation (a team
 // per channel / row with team reductions in double; batch norm walks each sample's plane on
 // vector lanes, so no element pays an index division), fused cross entropy, and the indexing ops (gather by output
@@ -8,6 +9,7 @@
 #include "../common/nn_geometry.h"
 #include "common.h"
 #include "../common/index_views.h"
+#include "../common/max_pool_2x2.h"
 #include "../common/row_math.h"
 
 namespace tessera::kokkos {
@@ -17,11 +19,49 @@ using namespace backend_common::nn;
 template <class T> using acc_t = compute_t<T>;
 template <class T> using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+#if defined(TESSERA_KOKKOS_HOST_VMATH)
+/**
+ * Host spaces: plane p on one thread. The 2x2 stride-2 window (every CNN here) goes through the
+ * CPU backend's vectorising block (same values and indices as max_pool_at); a team per plane
+ * cost more to dispatch than its 196 outputs took (13x the CPU backend's time).
+ */
+template <class Acc, class T>
+void max_pool_plane_host(const PoolDims& d, const T* x, int64_t p, T* y, int64_t* idx) {
+  constexpr int64_t kBlock = 8;
+  const bool two_by_two = d.kh == 2 && d.kw == 2 && d.sh == 2 && d.sw == 2 && d.ph == 0 && d.pw == 0 && d.dh == 1 && d.dw == 1 &&
+                          2 * d.ho <= d.h && 2 * d.wo <= d.w;
+  for (int64_t oh = 0; oh < d.ho; ++oh) {
+    const int64_t o = (p * d.ho + oh) * d.wo;
+    if (!two_by_two) {
+      for (int64_t ow = 0; ow < d.wo; ++ow) max_pool_at<Acc>(d, x, p, oh, ow, o + ow, y, idx);
+      continue;
+    }
+    const T* r0 = x + (p * d.h + 2 * oh) * d.w;
+    int64_t* io = idx ? idx + o : nullptr;
+    if (d.wo < kBlock) {
+      backend_common::max_pool_2x2_outputs<T, 1>(r0, r0 + d.w, y + o, io, 2 * oh * d.w, 0, d.wo, d.w);
+      continue;
+    }
+    // Whole blocks, the last moved back to overlap (outputs are recomputed, not accumulated).
+    for (int64_t o0 = 0; o0 < d.wo; o0 += kBlock) {
+      backend_common::max_pool_2x2_outputs<T, kBlock>(r0, r0 + d.w, y + o, io, 2 * oh * d.w, std::min(o0, d.wo - kBlock), kBlock, d.w);
+    }
+  }
+}
+#endif
+
 template <class T> void max_pool_impl(const KernelCall& c) {
   const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
   const T* x = ptr<const T>(c.inputs[0]);
   T* y = ptr<T>(c.outputs[0]);
   int64_t* idx = c.outputs[1].defined() ? ptr<int64_t>(c.outputs[1]) : nullptr;  // null: no gradient needs them
+#if defined(TESSERA_KOKKOS_HOST_VMATH)
+  if constexpr (kHostExec) {
+    for_n(
+        "max_pool2d", d.planes, [=](int64_t p) { max_pool_plane_host<acc_t<T>>(d, x, p, y, idx); }, d.ho * d.wo * d.kh * d.kw);
+    return;
+  }
+#endif
   for_each_plane(
       "max_pool2d", d.planes, d.ho, d.wo,
       KOKKOS_LAMBDA(int64_t p, int64_t oh, int64_t ow) { max_pool_at<acc_t<T>>(d, x, p, oh, ow, (p * d.ho + oh) * d.wo + ow, y, idx); });
@@ -34,7 +74,8 @@ template <class T> void max_pool_bwd_impl(const KernelCall& c) {
   const T* g = ptr<const T>(c.inputs[0]);
   const int64_t* idx = ptr<const int64_t>(c.inputs[1]);
   T* gx = ptr<T>(c.outputs[0]);
-  for_n("max_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { max_pool_bwd_plane<acc_t<T>>(d, g, idx, gx, p); });
+  for_n(
+      "max_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { max_pool_bwd_plane<acc_t<T>>(d, g, idx, gx, p); }, d.h * d.w);
 }
 void max_pool_bwd(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "max_pool2d_backward", [&]<class T>() { max_pool_bwd_impl<T>(c); });
@@ -43,7 +84,8 @@ template <class T> void avg_pool_impl(const KernelCall& c) {
   const PoolDims d = pool_dims(c.inputs[0].shape(), c.outputs[0].shape(), c.attrs);
   const T* x = ptr<const T>(c.inputs[0]);
   T* y = ptr<T>(c.outputs[0]);
-  for_n("avg_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { avg_pool_at<acc_t<T>>(d, x, i, y); });
+  for_n(
+      "avg_pool2d", c.outputs[0].numel(), KOKKOS_LAMBDA(int64_t i) { avg_pool_at<acc_t<T>>(d, x, i, y); }, d.kh * d.kw);
 }
 void avg_pool(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "avg_pool2d", [&]<class T>() { avg_pool_impl<T>(c); });
@@ -52,7 +94,8 @@ template <class T> void avg_pool_bwd_impl(const KernelCall& c) {
   const PoolDims d = pool_dims(c.outputs[0].shape(), c.inputs[0].shape(), c.attrs);
   const T* g = ptr<const T>(c.inputs[0]);
   T* gx = ptr<T>(c.outputs[0]);
-  for_n("avg_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { avg_pool_bwd_plane<acc_t<T>>(d, g, gx, p); });
+  for_n(
+      "avg_pool2d_backward", d.planes, KOKKOS_LAMBDA(int64_t p) { avg_pool_bwd_plane<acc_t<T>>(d, g, gx, p); }, d.h * d.w);
 }
 void avg_pool_bwd(const KernelCall& c) {
   backend_common::dispatch_float(c.outputs[0].dtype(), "avg_pool2d_backward", [&]<class T>() { avg_pool_bwd_impl<T>(c); });
@@ -156,7 +199,7 @@ template <class T> void ln_fwd_impl(const KernelCall& c) {
     const double mu = team_sum(team, d, [&](int64_t j) { return ld(xr, j); }) / static_cast<double>(d);
     const double var = team_sum(team, d, [&](int64_t j) { return (ld(xr, j) - mu) * (ld(xr, j) - mu); }) / static_cast<double>(d);
     const double rs = 1.0 / kmath::sqrt(var + eps);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](int64_t j) {
+    team_vector_for(team, d, [&](int64_t j) {
       double v = (ld(xr, j) - mu) * rs;
       if (gamma) v *= ld(gamma, j);
       if (beta) v += ld(beta, j);
@@ -184,21 +227,24 @@ template <class T> void ln_bwd_impl(const KernelCall& c) {
       const auto dxh = [&](int64_t j) { return ld(g, r * d + j) * (gamma ? ld(gamma, j) : 1.0); };
       const double a = team_sum(team, d, dxh) / dd;
       const double b = team_sum(team, d, [&](int64_t j) { return dxh(j) * (ld(x, r * d + j) - mu) * rs; }) / dd;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](int64_t j) {
+      team_vector_for(team, d, [&](int64_t j) {
         dx[r * d + j] = static_cast<T>(static_cast<compute_t<T>>(rs * (dxh(j) - a - (ld(x, r * d + j) - mu) * rs * b)));
       });
     });
   }
   // dgamma/dbeta: one iteration per column walks the rows in order (deterministic).
-  for_n("layer_norm_backward", d, KOKKOS_LAMBDA(int64_t j) {
-    double sg = 0, sb = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      sg += ld(g, r * d + j) * (ld(x, r * d + j) - static_cast<double>(mean[r])) * static_cast<double>(rstd[r]);
-      sb += ld(g, r * d + j);
-    }
-    dgamma[j] = static_cast<T>(static_cast<compute_t<T>>(sg));
-    dbeta[j] = static_cast<T>(static_cast<compute_t<T>>(sb));
-  });
+  for_n(
+      "layer_norm_backward", d,
+      KOKKOS_LAMBDA(int64_t j) {
+        double sg = 0, sb = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          sg += ld(g, r * d + j) * (ld(x, r * d + j) - static_cast<double>(mean[r])) * static_cast<double>(rstd[r]);
+          sb += ld(g, r * d + j);
+        }
+        dgamma[j] = static_cast<T>(static_cast<compute_t<T>>(sg));
+        dbeta[j] = static_cast<T>(static_cast<compute_t<T>>(sb));
+      },
+      rows);
 }
 void ln_bwd(const KernelCall& c) {
   const Tensor& xt = c.inputs[1];
@@ -211,9 +257,13 @@ template <class T, class I> void cross_entropy_impl(const KernelCall& c) {
   const I* tgt = ptr<const I>(c.inputs[1]);
   T *loss = ptr<T>(c.outputs[0]), *logp = ptr<T>(c.outputs[1]);
   const double eps = c.attrs.label_smoothing;
-  for_n("cross_entropy", n, KOKKOS_LAMBDA(int64_t r) {
-    backend_common::cross_entropy_row(x + r * classes, classes, static_cast<int64_t>(tgt[r]), ignore, eps, logp + r * classes, loss + r);
-  });
+  for_n(
+      "cross_entropy", n,
+      KOKKOS_LAMBDA(int64_t r) {
+        backend_common::cross_entropy_row(x + r * classes, classes, static_cast<int64_t>(tgt[r]), ignore, eps, logp + r * classes,
+                                          loss + r);
+      },
+      classes);
 }
 
 template <class T, class I> void cross_entropy_backward_impl(const KernelCall& c) {

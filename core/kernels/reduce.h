@@ -45,10 +45,11 @@ template <class T, bool kMax> struct ExtremeReducer {
     if constexpr (std::is_floating_point_v<Acc>) return kMax ? -INFINITY : INFINITY;
     else return kMax ? std::numeric_limits<Acc>::lowest() : std::numeric_limits<Acc>::max();
   }
-  // NaN is sticky: once the accumulator is NaN no comparison replaces it.
+  // NaN is sticky: once the accumulator is NaN no comparison replaces it. One select, no early
+  // return, so a host loop of merges if-converts and vectorises (compares and a blend).
   static TESSERA_HD Acc merge(Acc a, Acc b) {
-    if (kmath::isnan(a)) return a;
-    return (kMax ? b > a : b < a) || kmath::isnan(b) ? b : a;
+    const bool take = !kmath::isnan(a) && ((kMax ? b > a : b < a) || kmath::isnan(b));
+    return take ? b : a;
   }
   static TESSERA_HD Acc step(Acc a, T v) { return merge(a, static_cast<Acc>(static_cast<compute_t<T>>(v))); }
   static TESSERA_HD T finish(Acc a) { return convert<T>(a); }
