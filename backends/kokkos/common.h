@@ -208,15 +208,6 @@ using fast_t = cpu::vmath::fast_t<Fn>;
 template <class Fn>
 using fast_t = Fn;
 #endif
-/** e^x for softmax-style kernels: the polynomial on host builds for float, else the space's exp. */
-KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
-#if defined(TESSERA_KOKKOS_HOST_VMATH)
-  return cpu::vmath::exp(x);
-#else
-  return kmath::exp(x);
-#endif
-}
-KOKKOS_INLINE_FUNCTION double fast_exp(double x) { return kmath::exp(x); }
 /** e^x for x <= 0 (softmax's exp(x - max)): the host polynomial flushes results below 2^-126 to 0. */
 KOKKOS_INLINE_FUNCTION float fast_exp_nonpos(float x) {
 #if defined(TESSERA_KOKKOS_HOST_VMATH)
