@@ -105,7 +105,8 @@ void for_rows(const char* label, int64_t rows, int64_t cols, const F& f) {
 inline int forced_team_size() {
   static const int n = [] {
     const char* e = std::getenv("TESSERA_KOKKOS_TEAM_SIZE");
-    return e ? std::atoi(e) : 0;
+    // Never above the execution space's threads: a host team larger than the pool aborts in Kokkos.
+    return e ? std::min(std::atoi(e), Exec().concurrency()) : 0;
   }();
   return n;
 }

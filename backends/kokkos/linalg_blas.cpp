@@ -23,13 +23,15 @@
 #include "../common/nn_geometry.h"
 #include "tessera/kernels/activation.h"
 #include "tessera/ops/creation.h"
+#include "tessera/runtime.h"
 
 namespace tessera::kokkos {
 namespace {
 using namespace backend_common::nn;
 
 bool blas_enabled();
-bool blas_dtype(DType dt) { return blas_enabled() && (dt == DType::f32 || dt == DType::f64); }
+// Deterministic mode keeps the BLAS out (blas_nondeterministic_ops).
+bool blas_dtype(DType dt) { return blas_enabled() && !deterministic() && (dt == DType::f32 || dt == DType::f64); }
 
 /** A matrix operand: `rows` x `cols` row-major at p, used as is or transposed. */
 template <class T>
@@ -363,6 +365,18 @@ std::string blas_description() {
   return "KokkosBlas::gemm (Kokkos Kernels; TPLs:" + (tpls.empty() ? std::string(" none") : tpls) + ") for f32/f64 matmul, linear, conv2d";
 }
 
+std::vector<NondeterministicOp> blas_nondeterministic_ops() {
+  if (!blas_enabled()) return {};
+  const std::string cause =
+      "f32/f64 through the BLAS of Kokkos Kernels, which may split its loops by thread count (OpenBLAS splits K "
+      "when M x N is small), so results can change with the BLAS's thread count";
+  const std::string mode = "the team-tiled GEMM, whose summation order depends on the shapes alone";
+  std::vector<NondeterministicOp> out;
+  for (OpId op : {OpId::Matmul, OpId::Linear, OpId::Conv2d, OpId::Conv2dInputGrad, OpId::Conv2dWeightGrad})
+    out.push_back({op, cause, mode});
+  return out;
+}
+
 }  // namespace tessera::kokkos
 
 #else
@@ -374,6 +388,7 @@ bool blas_conv_fwd(const KernelCall&) { return false; }
 bool blas_conv_dgrad(const KernelCall&) { return false; }
 bool blas_conv_wgrad(const KernelCall&) { return false; }
 std::string blas_description() { return "team-tiled kernel (Kokkos Kernels not found)"; }
+std::vector<NondeterministicOp> blas_nondeterministic_ops() { return {}; }
 }  // namespace tessera::kokkos
 
 #endif

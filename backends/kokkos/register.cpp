@@ -71,6 +71,7 @@ class KokkosBackend final : public Backend {
             {"kernels", std::to_string(kernels_.count()) + "/" + std::to_string(kOpCount) + " ops"},
             {"gemm", kokkos::blas_description()}};
   }
+  std::vector<NondeterministicOp> nondeterministic_ops() const override { return kokkos::blas_nondeterministic_ops(); }
   CachingAllocator& allocator(int) override { return *allocator_; }
   bool host_accessible() const override { return kHostAccessible; }
   // Each deep_copy and fence waits for the execution space: counted as the GPU backends count
