@@ -303,10 +303,11 @@ void bind_nn(py::module_& m) {
       py::arg("approximate") = "none");
   py::class_<nn::Sequential, Module, std::shared_ptr<nn::Sequential>>(m, "Sequential")
       .def(py::init([](const py::args& layers) {
-        auto s = std::make_shared<nn::Sequential>();
-        for (const auto& l : layers) s->add(l.cast<ModulePtr>());
-        return s;
-      }))
+             auto s = std::make_shared<nn::Sequential>();
+             for (const auto& l : layers) s->add(l.cast<ModulePtr>());
+             return s;
+           }),
+           py::keep_alive<1, 2>())  // the layers tuple: a Python-defined layer keeps its forward while the container lives
       .def(
           "append", [](nn::Sequential& s, const ModulePtr& l) -> nn::Sequential& { return s.add(l); }, py::keep_alive<1, 2>(),
           py::return_value_policy::reference)

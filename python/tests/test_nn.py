@@ -77,6 +77,10 @@ def test_sequential_and_module_list():
     assert len(seq.parameters()) == 4
     blocks = ts.nn.ModuleList([Scaled(), Scaled()])
     assert [n for n, _ in blocks.named_parameters()][:2] == ["0.scale", "0.inner.weight"]
+    import gc
+    inner = ts.nn.Sequential(ts.nn.Linear(4, 3), Scaled())  # the Python layer has no other reference
+    gc.collect()
+    assert inner(ts.ones(2, 4)).shape == (2, 2)
     seq.append(Scaled())  # a Python module inside a C++ container: its forward is called from C++
     with pytest.raises(ts.Error, match="Linear|matmul|linear"):
         seq(ts.ones(1, 4))  # Scaled expects 3 features, gets 2
