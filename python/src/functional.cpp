@@ -92,14 +92,34 @@ void bind_nn_functional(py::module_& m) {
   m.def(
       "max_pool2d",
       [](const Tensor& x, const py::object& k, const py::object& stride, const py::object& padding, const py::object& dilation,
-         bool ceil_mode) {
+         bool ceil_mode, bool return_indices) {
         const Size2 ks = size2(k), p = size2(padding), d = size2(dilation);
         const auto s = opt_size2(stride);
-        py::gil_scoped_release nogil;
-        return max_pool2d(x, ks, s, p, d, ceil_mode);
+        if (return_indices) {
+          TESSERA_CHECK(!ceil_mode, "max_pool2d", "return_indices with ceil_mode is not supported");
+          std::pair<Tensor, Tensor> r;
+          {
+            py::gil_scoped_release nogil;
+            r = max_pool2d_with_indices(x, ks, s, p, d);
+          }
+          return py::object(py::make_tuple(r.first, r.second));
+        }
+        Tensor out;
+        {
+          py::gil_scoped_release nogil;
+          out = max_pool2d(x, ks, s, p, d, ceil_mode);
+        }
+        return py::object(py::cast(out));
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("dilation") = 1,
-      py::arg("ceil_mode") = false);
+      py::arg("ceil_mode") = false, py::arg("return_indices") = false);
+  m.def(
+      "dropout_add",
+      [](const Tensor& x, const std::optional<Tensor>& residual, double p, bool training) {
+        return dropout_add(x, residual ? *residual : Tensor(), p, training);
+      },
+      py::arg("input"), py::arg("residual"), py::arg("p") = 0.5, py::arg("training") = true, nogil(),
+      "residual + dropout(input, p) in one kernel (the mask regenerated in backward, never stored).");
   m.def(
       "avg_pool2d",
       [](const Tensor& x, const py::object& k, const py::object& stride, const py::object& padding, bool ceil_mode,

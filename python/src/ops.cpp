@@ -401,6 +401,17 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   m.def(
       "take_along_dim", [](const Tensor& x, const Tensor& i, int64_t d) { return take_along_axis(x, i, d); }, py::arg("input"),
       py::arg("indices"), py::arg("dim"), nogil());
+  m.def(
+      "take_along_axis", [](const Tensor& x, const Tensor& i, int64_t d) { return take_along_axis(x, i, d); }, py::arg("input"),
+      py::arg("indices"), py::arg("dim"), nogil());
+  m.def("cast", &cast, py::arg("input"), py::arg("dtype"), nogil());
+  cls.def(
+      "scatter_add_",
+      [](Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) -> Tensor& { return scatter_add_(x, dim, index, src); },
+      py::arg("dim"), py::arg("index"), py::arg("src"), nogil(), py::return_value_policy::reference_internal);
+  cls.def(
+      "where", [](const Tensor& x, const Tensor& cond, const Tensor& other) { return where(cond, x, other); }, py::arg("condition"),
+      py::arg("other"), nogil());
   m.def("index_put", &index_put, py::arg("input"), py::arg("indices"), py::arg("values"), py::arg("accumulate") = false, nogil());
   m.def("index_add", &index_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(),
         py::arg("alpha") = 1.0, nogil());

@@ -121,6 +121,26 @@ void bind_runtime(py::module_& m) {
       py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
       py::arg("requires_grad") = false);
   m.def(
+      "bernoulli",
+      [](const py::object& p_or_input, const py::object& size, const OD& dtype, const OD& device) {
+        if (py::isinstance<Tensor>(p_or_input)) {  // torch.bernoulli(probabilities): 1 where rand < p
+          const Tensor& probs = p_or_input.cast<const Tensor&>();
+          py::gil_scoped_release nogil;
+          return lt(rand(probs.shape(), to_floating(probs.dtype()), probs.device()), probs).to(probs.dtype());
+        }
+        TESSERA_CHECK(!size.is_none(), "bernoulli", "give a probability tensor, or p and a size (bernoulli(0.3, (2, 3)))");
+        const Shape s = size.cast<Shape>();
+        const double p = p_or_input.cast<double>();
+        const DType dt = dtype_arg(dtype);
+        const Device dev = device_arg(device);
+        py::gil_scoped_release nogil;
+        return bernoulli(s, p, dt, dev);
+      },
+      py::arg("p"), py::arg("size") = py::none(), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+  m.def(
+      "scalar_tensor", [](Scalar v, const OD& dtype, const OD& device) { return scalar_tensor(v, dtype_arg(dtype), device_arg(device)); },
+      py::arg("s"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+  m.def(
       "randint",
       [](int64_t low, const OD& high, const OD& size, const OD& dtype, const OD& device) {
         int64_t lo = low, hi = 0;

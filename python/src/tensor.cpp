@@ -163,20 +163,6 @@ void bind_tensor(py::module_& m) {
           "cpu", [](const Tensor& t) { return t.device() == kCPU ? t : t.to(kCPU); }, nogil())
       .def(
           "type", [](const Tensor& t, const py::object& dtype) { return t.to(dtype_arg(dtype)); }, py::arg("dtype"))
-      .def(
-          "float", [](const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }, nogil())
-      .def(
-          "double", [](const Tensor& t) { return t.dtype() == DType::f64 ? t : t.to(DType::f64); }, nogil())
-      .def(
-          "half", [](const Tensor& t) { return t.dtype() == DType::f16 ? t : t.to(DType::f16); }, nogil())
-      .def(
-          "bfloat16", [](const Tensor& t) { return t.dtype() == DType::bf16 ? t : t.to(DType::bf16); }, nogil())
-      .def(
-          "long", [](const Tensor& t) { return t.dtype() == DType::i64 ? t : t.to(DType::i64); }, nogil())
-      .def(
-          "int", [](const Tensor& t) { return t.dtype() == DType::i32 ? t : t.to(DType::i32); }, nogil())
-      .def(
-          "bool", [](const Tensor& t) { return t.dtype() == DType::boolean ? t : t.to(DType::boolean); }, nogil())
       // ---- in-place ----
       .def(
           "fill_", [](Tensor& t, double v) -> Tensor& { return t.fill_(v); }, py::return_value_policy::reference_internal, nogil())
@@ -220,6 +206,13 @@ void bind_tensor(py::module_& m) {
           return r.is_none() ? Tensor() : r.cast<Tensor>();
         });
       });
+  // t.float(), t.half(), ...: the tensor itself when it has the dtype already, as torch.
+  for (const auto& [method, dt] :
+       {std::pair{"float", DType::f32}, std::pair{"double", DType::f64}, std::pair{"half", DType::f16}, std::pair{"bfloat16", DType::bf16},
+        std::pair{"long", DType::i64}, std::pair{"int", DType::i32}, std::pair{"bool", DType::boolean}}) {
+    cls.def(
+        method, [dt](const Tensor& t) { return t.dtype() == dt ? t : t.to(dt); }, nogil());
+  }
   bind_indexing(cls);
   bind_interop(m, cls);
   bind_ops(m, cls);

@@ -121,3 +121,24 @@ def test_nn_functional(device):
     ln = F.layer_norm(ts.tensor(A, device=device), (4,)).cpu().numpy()
     want = (A - A.mean(1, keepdims=True)) / np.sqrt(A.var(1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(ln, want, rtol=1e-4, atol=1e-5)
+
+
+def test_more_ops(device):
+    ts.manual_seed(2)
+    draws = ts.bernoulli(0.25, (4000,), device=device)
+    assert abs(draws.mean().item() - 0.25) < 0.03 and draws.dtype == ts.float32
+    probs = ts.full((2000,), 0.5, device=device)
+    assert abs(ts.bernoulli(probs).mean().item() - 0.5) < 0.05
+    assert ts.cast(t(A, device), ts.int32).dtype == ts.int32
+    x = t(A, device)
+    idx = ts.tensor([[0, 3], [1, 1], [2, 0]], device=device)
+    np.testing.assert_array_equal(ts.take_along_axis(x, idx, 1).cpu().numpy(), np.take_along_axis(A, idx.cpu().numpy(), 1))
+    np.testing.assert_array_equal(x.where(x > 0, ts.zeros_like(x)).cpu().numpy(), np.where(A > 0, A, 0))
+    acc = ts.zeros(3, 2, device=device)
+    acc.scatter_add_(0, ts.tensor([[0, 1], [0, 2]], device=device), ts.ones(2, 2, device=device))
+    assert acc.cpu().tolist() == [[2.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
+    img = ts.tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), device=device)
+    values, where_max = ts.nn.functional.max_pool2d(img, 2, return_indices=True)
+    assert values.cpu().tolist() == [[[[5.0, 7.0], [13.0, 15.0]]]] and where_max.cpu().tolist() == [[[[5, 7], [13, 15]]]]
+    assert ts.nn.functional.dropout_add(x, x, p=0.0).cpu().tolist() == (x * 2).cpu().tolist()
+    assert ts.scalar_tensor(3, dtype=ts.int64).item() == 3
