@@ -5,9 +5,11 @@
 #include <map>
 
 #include "bindings.h"
+#include "tessera/nn/attention.h"
 #include "tessera/nn/data.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/models.h"
+#include "tessera/nn/recurrent.h"
 #include "tessera/nn/serialize.h"
 
 namespace tessera::python {
@@ -282,6 +284,68 @@ void bind_nn(py::module_& m) {
   py::class_<nn::Dropout, Module, std::shared_ptr<nn::Dropout>>(m, "Dropout").def(py::init<double>(), py::arg("p") = 0.5);
   py::class_<nn::Flatten, Module, std::shared_ptr<nn::Flatten>>(m, "Flatten")
       .def(py::init<int64_t, int64_t>(), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
+  // Modules whose forward takes more than one tensor: __call__ is their full forward.
+  py::class_<nn::MultiHeadAttention, Module, std::shared_ptr<nn::MultiHeadAttention>>(m, "MultiHeadAttention")
+      .def(py::init([pl](int64_t e, int64_t heads, bool bias, const OD& dtype, const OD& device) {
+             return std::make_shared<nn::MultiHeadAttention>(e, heads, bias, pl(dtype, device));
+           }),
+           py::arg("embed_dim"), py::arg("num_heads"), py::arg("bias") = true, py::kw_only(), py::arg("dtype") = py::none(),
+           py::arg("device") = py::none())
+      .def(
+          "__call__",
+          [](nn::MultiHeadAttention& a, const Tensor& q, const std::optional<Tensor>& k, const std::optional<Tensor>& v, bool causal,
+             const std::optional<Tensor>& key_padding_mask, const std::optional<Tensor>& attn_mask) {
+            return a.call([&] {
+              return a.forward(q, k ? *k : q, v ? *v : (k ? *k : q), causal, key_padding_mask ? *key_padding_mask : Tensor(),
+                               attn_mask ? *attn_mask : Tensor());
+            });
+          },
+          py::arg("query"), py::arg("key") = py::none(), py::arg("value") = py::none(), py::kw_only(), py::arg("causal") = false,
+          py::arg("key_padding_mask") = py::none(), py::arg("attn_mask") = py::none(), nogil(),
+          "Batch-first [B, L, E]; self-attention when key/value are omitted.");
+  const auto recurrent_options = [](int64_t layers, bool bias, bool batch_first) {
+    nn::RecurrentOptions o;
+    o.num_layers = layers;
+    o.bias = bias;
+    o.batch_first = batch_first;
+    return o;
+  };
+  py::class_<nn::LSTM, Module, std::shared_ptr<nn::LSTM>>(m, "LSTM")
+      .def(py::init([pl, recurrent_options](int64_t in, int64_t hidden, int64_t layers, bool bias, bool batch_first, const OD& dtype,
+                                            const OD& device) {
+             return std::make_shared<nn::LSTM>(in, hidden, recurrent_options(layers, bias, batch_first), pl(dtype, device));
+           }),
+           py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::arg("bias") = true, py::arg("batch_first") = false,
+           py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none())
+      .def(
+          "__call__",
+          [](nn::LSTM& l, const Tensor& x, const std::optional<std::pair<Tensor, Tensor>>& state) {
+            std::pair<Tensor, std::pair<Tensor, Tensor>> r;
+            l.call([&] {
+              r = l.forward(x, state ? *state : std::pair<Tensor, Tensor>{});
+              return r.first;
+            });
+            return r;
+          },
+          py::arg("input"), py::arg("state") = py::none(), nogil(), "(output, (h_n, c_n)), as torch.nn.LSTM.");
+  py::class_<nn::GRU, Module, std::shared_ptr<nn::GRU>>(m, "GRU")
+      .def(py::init([pl, recurrent_options](int64_t in, int64_t hidden, int64_t layers, bool bias, bool batch_first, const OD& dtype,
+                                            const OD& device) {
+             return std::make_shared<nn::GRU>(in, hidden, recurrent_options(layers, bias, batch_first), pl(dtype, device));
+           }),
+           py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::arg("bias") = true, py::arg("batch_first") = false,
+           py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none())
+      .def(
+          "__call__",
+          [](nn::GRU& g, const Tensor& x, const std::optional<Tensor>& h0) {
+            std::pair<Tensor, Tensor> r;
+            g.call([&] {
+              r = g.forward(x, h0 ? *h0 : Tensor());
+              return r.first;
+            });
+            return r;
+          },
+          py::arg("input"), py::arg("hx") = py::none(), nogil(), "(output, h_n), as torch.nn.GRU.");
   py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(m, "Embedding")
       .def(py::init([pl](int64_t n, int64_t dim, std::optional<int64_t> padding_idx, const OD& dtype, const OD& device) {
              return padding_idx ? std::make_shared<nn::Embedding>(n, dim, *padding_idx, pl(dtype, device))

@@ -128,3 +128,38 @@ def test_python_loop_matches_trainer_bit_for_bit():
     mine = [p.numpy().tobytes() for p in (t.detach() for t in py_model.parameters())]
     theirs = [p.numpy().tobytes() for p in (t.detach() for t in cpp_model.parameters())]
     assert mine == theirs
+
+
+def test_attention_and_recurrent_modules_against_torch():
+    torch = pytest.importorskip("torch")
+    ts.manual_seed(3)
+    mha = ts.nn.MultiHeadAttention(8, 2)
+    ref = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    sd = {k: torch.from_numpy(v.detach().numpy()) for k, v in mha.state_dict().items()}
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([sd["q_proj.weight"], sd["k_proj.weight"], sd["v_proj.weight"]]))
+        ref.in_proj_bias.copy_(torch.cat([sd["q_proj.bias"], sd["k_proj.bias"], sd["v_proj.bias"]]))
+        ref.out_proj.weight.copy_(sd["out_proj.weight"])
+        ref.out_proj.bias.copy_(sd["out_proj.bias"])
+    x = ts.randn(2, 5, 8)
+    xt = torch.from_numpy(x.numpy())
+    want, _ = ref(xt, xt, xt, need_weights=False)
+    np.testing.assert_allclose(mha(x).detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    want_causal, _ = ref(xt, xt, xt, attn_mask=causal, need_weights=False)
+    np.testing.assert_allclose(mha(x, causal=True).detach().numpy(), want_causal.detach().numpy(), rtol=1e-4, atol=1e-5)
+    lstm = ts.nn.LSTM(4, 6, num_layers=2, batch_first=True)
+    y, (h, c) = lstm(ts.randn(3, 7, 4))
+    assert y.shape == (3, 7, 6) and h.shape == (2, 3, 6) and c.shape == (2, 3, 6)
+    tl = torch.nn.LSTM(4, 6, num_layers=2, batch_first=True)
+    with torch.no_grad():
+        for name, p in tl.named_parameters():
+            p.copy_(torch.from_numpy(lstm.state_dict()[name].numpy()))
+    xs = ts.randn(3, 7, 4)
+    mine, (mh, mc) = lstm(xs)
+    want, (wh, wc) = tl(torch.from_numpy(xs.numpy()))
+    np.testing.assert_allclose(mine.detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mc.detach().numpy(), wc.detach().numpy(), rtol=1e-4, atol=1e-5)
+    gru = ts.nn.GRU(4, 5)
+    out, hn = gru(ts.randn(6, 2, 4))
+    assert out.shape == (6, 2, 5) and hn.shape == (1, 2, 5)

@@ -103,6 +103,7 @@ Linear, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d = _n.Linear, _n.Conv2d, 
 BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm = _n.BatchNorm1d, _n.BatchNorm2d, _n.LayerNorm, _n.GroupNorm
 Dropout, Flatten, Embedding, Sequential = _n.Dropout, _n.Flatten, _n.Embedding, _n.Sequential
 ReLU, SiLU, Tanh, Sigmoid, GELU = _n.ReLU, _n.SiLU, _n.Tanh, _n.Sigmoid, _n.GELU
+MultiHeadAttention, LSTM, GRU = _n.MultiHeadAttention, _n.LSTM, _n.GRU
 Trainer, DataLoader, load_mnist = _n.Trainer, _n.DataLoader, _n.load_mnist
 make_mlp, make_cnn = _n.make_mlp, _n.make_cnn
 save_safetensors, load_safetensors = _n.save_safetensors, _n.load_safetensors
