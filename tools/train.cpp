@@ -144,7 +144,8 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     a.batch_size = auto_batch_size(task.trial, device, task.max_batch, group.get(), a.quiet, batch_report) * run.data_world;
   }
   manual_seed(static_cast<uint64_t>(a.seed));  // after the search, which draws from the generator
-  std::shared_ptr<nn::Module> model = task.make_model();
+  // Split across ranks or devices: the whole model is built on the host and each rank moves its part.
+  std::shared_ptr<nn::Module> model = model_parallel ? task.make_host_model() : task.make_model();
   std::string description = task.describe(*model, a);
   const int64_t parameters = model->num_parameters();  // the whole model's (before a model-parallel split)
   std::unique_ptr<nn::Optimizer> optimizer;
@@ -240,6 +241,13 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   // The export reads the bare model: every rank gathers the shards first (a collective).
   std::optional<nn::FullyShardedDataParallel::FullParams> gathered;
   if (fsdp && !a.export_onnx.empty()) gathered.emplace(fsdp->summon_full_params());
+  if (mp && !a.export_onnx.empty()) {  // split: the whole GPT rebuilt from the gathered parts
+    const nn::StateDict whole_state = mp->full_state_dict();
+    if (run.rank == 0) {
+      model = task.make_model();
+      model->load_state_dict(whole_state);
+    }
+  }
   if (run.rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
   if (ddp) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", run.world);
   if (mp && mp->layout().data > 1) std::printf("data parallel: the %d replicas' parameters bitwise equal\n", mp->layout().data);

@@ -206,9 +206,6 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
     TESSERA_CHECK(a.precision != "f16", "train", mode, " with --precision f16: use bf16 (no loss scaling to agree on)");
     TESSERA_CHECK(a.batch_size != kAutoBatch, "train", mode,
                   " with --batch-size auto: the search measures the whole model; give the batch size");
-    TESSERA_CHECK(a.checkpoint.empty() && a.export_onnx.empty(), "train", mode,
-                  " with --checkpoint or --export: gathering the stages' and ",
-                  "shards' weights into one file is not supported yet; --zero 3 writes gathered checkpoints");
     TESSERA_CHECK(a.tensor_parallel == 1 || a.dropout == 0, "train", "--tensor-parallel with --dropout ", a.dropout,
                   ": dropout on activations replicated across the group needs one random stream per region; use --dropout 0");
     TESSERA_CHECK(a.heads % a.tensor_parallel == 0, "train", "--tensor-parallel ", a.tensor_parallel, " must divide --heads ", a.heads);

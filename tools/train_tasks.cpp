@@ -159,10 +159,12 @@ TrainTask make_text_task(const TrainArgs& a, const RunContext& run) {
     t.model_config["heads"] = a.heads;
     t.model_config["context"] = a.context;
   }
-  t.make_model = [a, vocab, place]() -> std::shared_ptr<nn::Module> {
-    if (a.model == "gpt") return std::make_shared<nn::GPT>(nn::GPTConfig{vocab, a.context, a.layers, a.heads, a.dim, a.dropout}, place);
-    return std::make_shared<nn::CharLSTM>(nn::CharLSTMConfig{vocab, a.dim, a.layers}, place);
+  const auto build = [a, vocab](nn::Placement p) -> std::shared_ptr<nn::Module> {
+    if (a.model == "gpt") return std::make_shared<nn::GPT>(nn::GPTConfig{vocab, a.context, a.layers, a.heads, a.dim, a.dropout}, p);
+    return std::make_shared<nn::CharLSTM>(nn::CharLSTMConfig{vocab, a.dim, a.layers}, p);
   };
+  t.make_model = [build, place] { return build(place); };
+  t.make_host_model = [build, place] { return build(nn::Placement{place.dtype, kCPU}); };
   t.max_batch = int64_t{1} << 14;
   t.trial.loss = [precision, device, vocab, context = a.context](nn::Module& m, int64_t b) {
     const Tensor x = randint(0, vocab, {b, context}, DType::i64, device);

@@ -32,6 +32,9 @@ using BatchSources = std::pair<std::unique_ptr<nn::BatchSource>, std::unique_ptr
 
 struct TrainTask {
   std::function<std::shared_ptr<nn::Module>()> make_model;  ///< fresh weights from the default generator
+  /** The same model on the CPU (the same weights: random numbers do not depend on the device):
+   *  a model split across devices is built here and each rank moves only its part. */
+  std::function<std::shared_ptr<nn::Module>()> make_host_model;
   BatchTrialModel trial;  ///< --batch-size auto: one trial step (make_model and make_optimizer are filled by the run)
   int64_t max_batch = 1;  ///< the largest per-rank batch the search may try
   /** The training and evaluation batches, once the per-rank batch is known. */

@@ -57,23 +57,6 @@ std::string RankLayout::describe() const {
   return os.str();
 }
 
-namespace {
-
-// Whether a parameter of the GPT's tensor-parallel layers is this rank's slice (a different
-// tensor on each rank of the group) rather than a replica: the vocabulary-split embedding and
-// head, the column-parallel weights and biases, the row-parallel weights.
-bool is_tensor_parallel_slice(const std::string& name) {
-  for (const char* slice : {"tok.weight", "head", "qkv.weight", "qkv.bias", "fc.weight", "fc.bias", "proj.weight", "fc_out.weight"}) {
-    const std::string s(slice);
-    if (name == s ||
-        (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 && name[name.size() - s.size() - 1] == '.'))
-      return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::ProcessGroup> world, Device device,
                                    const GPTParallelOptions& options)
     : world_(std::move(world)) {
@@ -118,13 +101,15 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
       if (l.stage == last) tied_head = split.head;
     } else {
       local_ = std::make_shared<tp::ParallelGPT>(whole, tensor_group_);
+      local_->to(device);  // a whole GPT built on the host: only this rank's part reaches the device
     }
     for (const auto& [name, t] : local_->named_parameters()) {
       if (name == tied_head) continue;  // its gradient is the embedding's, counted on stage 0
-      if (l.tensor_rank == 0 || is_tensor_parallel_slice(name)) counted_once_.push_back(t);
+      if (l.tensor_rank == 0 || detail::is_tensor_parallel_slice(name)) counted_once_.push_back(t);
     }
   }
   if (pipeline_) pipeline_->defer_tied_sync();  // once per optimizer step, in finish_gradient_sync()
+  index_parameters(whole);
 }
 
 Tensor GPTModelParallel::loss_of(const Tensor& logits, const Tensor& targets) const {

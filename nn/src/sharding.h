@@ -50,4 +50,10 @@ std::string optimizer_state_key(size_t group, size_t param, const std::string& n
 /** The parts of "state.<g>.<p>.<name>"; nullopt for a key without that shape. */
 std::optional<OptimizerStateKey> parse_optimizer_state_key(const std::string& key);
 
+/** Whether a parameter of the GPT's tensor-parallel layers (by its name, split or whole) is a
+ *  slice (a different tensor on each rank of the group) rather than a replica: the
+ *  vocabulary-split embedding and head, the column-parallel weights and biases, the row-parallel
+ *  weights. */
+bool is_tensor_parallel_slice(const std::string& name);
+
 }  // namespace tessera::nn::detail

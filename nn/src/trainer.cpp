@@ -149,16 +149,13 @@ std::vector<EpochStats> Trainer::fit(BatchSource& train, BatchSource* test, cons
                 "model-parallel training with DDP or fully sharded training: its data-parallel replicas are synchronised by the "
                 "model-parallel engine");
   TESSERA_CHECK(!(mp && o.scaler), "Trainer", "loss scaling with model-parallel training: train in bfloat16");
-  TESSERA_CHECK(!(mp && !o.checkpoint.empty()), "Trainer",
-                "checkpoints of model-parallel (pipeline or tensor-parallel) runs are not supported yet; fully sharded training (ZeRO-3) "
-                "writes gathered checkpoints");
   TESSERA_CHECK(!(mp && &mp->local_module() != &model_), "Trainer", "the model-parallel engine holds another model than the Trainer's");
   precision_ = o.precision;
   scaler_ = o.scaler;
   fsdp_ = o.fsdp;
   model_parallel_ = mp;
   // Under DDP or FSDP: the data-parallel wrapper's collectives (the figures every rank reports
-  // alike, agreed decisions); the rank 0 writes checkpoints (under FSDP every rank gathers first).
+  // alike, agreed decisions); the rank 0 writes checkpoints (sharded or split, every rank gathers first).
   const bool parallel = o.ddp || o.fsdp || mp;
   const auto over_ranks = [&](double v) {
     return o.ddp ? o.ddp->mean_over_ranks(v) : o.fsdp ? o.fsdp->mean_over_ranks(v) : mp->mean_over_ranks(v);
@@ -333,6 +330,11 @@ CheckpointParts Trainer::checkpoint_parts() const {
   if (fsdp_) {
     parts.load_model_state = [f = fsdp_](const StateDict& state) { f->load_full_state_dict(state); };
     parts.load_optimizer_state = [f = fsdp_, &opt = optimizer_](const StateDict& state) { f->load_optimizer_state_dict(opt, state); };
+  } else if (model_parallel_) {
+    parts.load_model_state = [m = model_parallel_](const StateDict& state) { m->load_full_state_dict(state); };
+    parts.load_optimizer_state = [m = model_parallel_, &opt = optimizer_](const StateDict& state) {
+      m->load_optimizer_state_dict(opt, state);
+    };
   }
   return parts;
 }
@@ -344,6 +346,11 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epochs_done, cons
   if (fsdp_) {  // gathered on every rank (collectives), written by rank 0
     StateDict model_state = fsdp_->full_state_dict(), optimizer_state = fsdp_->optimizer_state_dict(optimizer_);
     if (fsdp_->rank() != 0) return;
+    parts.model_state = [m = std::move(model_state)] { return m; };
+    parts.optimizer_state = [o = std::move(optimizer_state)] { return o; };
+  } else if (model_parallel_) {  // the same: the stages' and shards' parts gathered under the whole model's names
+    StateDict model_state = model_parallel_->full_state_dict(), optimizer_state = model_parallel_->optimizer_state_dict(optimizer_);
+    if (model_parallel_->layout().rank != 0) return;
     parts.model_state = [m = std::move(model_state)] { return m; };
     parts.optimizer_state = [o = std::move(optimizer_state)] { return o; };
   }

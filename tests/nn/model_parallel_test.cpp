@@ -1,8 +1,12 @@
 // nn::RankLayout (which rank holds which stage, shard and replica) and nn::GPTModelParallel
 // driven by the Trainer: a two-stage GPT pipeline in one process (emulated:0 and emulated:1 on
 // the emulated device) trains as the whole GPT does, with gradient accumulation across
-// pipeline steps and clipping by the whole model's norm. Across ranks: tests/dist.
+// pipeline steps and clipping by the whole model's norm; its checkpoint holds the whole GPT and
+// resumes under another layout. Across ranks: tests/dist.
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "support/checks.h"
 #include "tessera/nn/model_parallel.h"
@@ -60,9 +64,6 @@ TEST_CASE("the Trainer trains a two-stage GPT pipeline in one process as it trai
   split_options.model_parallel = &mp;
   split_options.on_step_end = [&](int64_t, double loss) { got.push_back(loss); };
   Trainer split(mp.local_module(), *split_opt, nullptr, next_token_loss);
-  split_options.checkpoint = "unused.safetensors";
-  TESSERA_CHECK_THROWS_WITH(split.fit(split_data, nullptr, split_options), "checkpoints of model-parallel");
-  split_options.checkpoint.clear();
   split.fit(split_data, nullptr, split_options);
   REQUIRE(want.size() == 6);
   REQUIRE(got.size() == want.size());
@@ -89,4 +90,120 @@ TEST_CASE("the Trainer trains a two-stage GPT pipeline in one process as it trai
   CHECK(std::abs(a.loss - b.loss) < 1e-4 * a.loss);
   CHECK(a.samples == b.samples);
   CHECK(std::isnan(b.accuracy));  // split logits: the loss only
+}
+
+namespace {
+std::vector<int64_t> cyclic_tokens(int64_t vocab) {
+  std::vector<int64_t> tokens;
+  for (int64_t i = 0; i < 400; ++i) tokens.push_back((i * 7 + i / 13) % vocab);
+  return tokens;
+}
+
+// `epochs` epochs of 3 AdamW steps of `model` (the whole GPT, or a split one's local module),
+// writing or resuming `checkpoint`; the step losses.
+std::vector<double> train_epochs(Module& model, ModelParallel* mp, int64_t epochs, const std::string& checkpoint, bool resume) {
+  WindowOptions wo;
+  wo.batch = 8, wo.context = 8, wo.batches_per_epoch = 3, wo.seed = 5, wo.device = device();
+  WindowSource data(cyclic_tokens(12), wo);
+  OptimOptions o;
+  o.lr = 1e-2, o.weight_decay = 0.1;
+  const auto opt = make_optimizer("adamw", weight_decay_groups(model, o));
+  TrainOptions t;
+  t.epochs = epochs, t.checkpoint = checkpoint, t.resume = resume, t.clip_norm = 0.05, t.model_parallel = mp;
+  std::vector<double> losses;
+  t.on_step_end = [&](int64_t, double loss) { losses.push_back(loss); };
+  Trainer(model, *opt, nullptr, next_token_loss).fit(data, nullptr, t);
+  return losses;
+}
+
+double worst_relative(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / want[i]);
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("a pipelined GPT's checkpoint holds the whole GPT: it resumes unsplit and split alike") {
+  const GPTConfig cfg{12, 8, 2, 2, 16, 0.0};
+  const std::string dir = std::filesystem::temp_directory_path() / ("tessera_mp_ckpt_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/pipeline.safetensors";
+  const Placement place{DType::f32, device()};
+  manual_seed(21);
+  GPT reference(cfg, place);
+  GPTParallelOptions po;
+  po.pipeline = 2, po.micro_batches = 4;
+  GPTModelParallel first(reference, nullptr, device(), po);
+  const std::vector<double> unbroken = train_epochs(reference, nullptr, 2, "", false);  // 6 steps of the whole GPT
+  const std::vector<double> saved = train_epochs(first.local_module(), &first, 1, path, false);
+  CHECK(worst_relative(saved, {unbroken.begin(), unbroken.begin() + 3}) < 1e-4);
+  const SafetensorsContent file = load_safetensors(path);
+  for (const auto& [name, t] : GPT(cfg, place).state_dict()) {
+    CAPTURE(name);
+    REQUIRE(file.tensors.count("model." + name));
+    CHECK(file.tensors.at("model." + name).shape() == t.shape());
+  }
+  CHECK(file.tensors.count("optimizer.state.0.0.exp_avg") == 1);
+  CHECK(file.tensors.count("optimizer.state.1.0.exp_avg_sq") == 1);
+
+  // Resumed by the whole GPT (other initial weights: the file's replace them) and by a new pipeline.
+  std::filesystem::copy_file(path, dir + "/again.safetensors");  // each resumed run writes its own at the end
+  manual_seed(99);
+  GPT whole(cfg, place);
+  const std::vector<double> resumed_whole = train_epochs(whole, nullptr, 2, path, true);
+  manual_seed(98);
+  GPTModelParallel second(GPT(cfg, place), nullptr, device(), po);
+  const std::vector<double> resumed_split = train_epochs(second.local_module(), &second, 2, dir + "/again.safetensors", true);
+  const std::vector<double> tail(unbroken.begin() + 3, unbroken.end());
+  MESSAGE("steps 4-6 after the pipeline's checkpoint: whole GPT off the unbroken run by "
+          << worst_relative(resumed_whole, tail) << ", the new pipeline by " << worst_relative(resumed_split, tail));
+  CHECK(worst_relative(resumed_whole, tail) < 1e-4);
+  CHECK(worst_relative(resumed_split, tail) < 1e-4);
+  const StateDict gathered = second.full_state_dict();
+  for (const auto& [name, t] : reference.state_dict()) {
+    CAPTURE(name);
+    CHECK(amax(abs(sub(gathered.at(name), t.to(kCPU)))).item<double>() < 1e-4);
+  }
+
+  StateDict broken = gathered;
+  broken.erase("block1.fc.weight");
+  TESSERA_CHECK_THROWS_WITH(second.load_full_state_dict(broken), "no 'block1.fc.weight'");
+  broken = gathered;
+  broken["block0.qkv.bias"] = zeros({5}, DType::f32, kCPU);
+  TESSERA_CHECK_THROWS_WITH(second.load_full_state_dict(broken), "'block0.qkv.bias' has shape [5]");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a GPT built on the host and split: each device receives its stage's parameters only") {
+  const Device dev = device();
+  const GPTConfig cfg{64, 16, 4, 2, 64, 0.0};
+  manual_seed(3);
+  const auto whole = std::make_shared<GPT>(cfg, Placement{DType::f32, kCPU});
+  synchronize(dev);
+  reset_peak_memory(dev);
+  const int64_t before = memory_stats(dev).in_use_bytes;
+  GPTParallelOptions po;
+  po.pipeline = 2, po.micro_batches = 2;
+  GPTModelParallel mp(*whole, nullptr, dev, po);
+  int64_t held = 0, whole_bytes = 0;  // held: the parameters of the stages placed on `dev`
+  for (const ModulePtr& stage : mp.pipeline()->stages()) {
+    for (const Tensor& p : stage->parameters()) held += p.device() == dev ? p.numel() * 4 : 0;
+  }
+  for (const Tensor& p : whole->parameters()) whole_bytes += p.numel() * 4;
+  const int64_t peak = memory_stats(dev).peak_in_use_bytes - before;
+  MESSAGE(dev.str() << ": peak " << peak << " bytes while splitting a " << whole_bytes << "-byte GPT; its stages there hold " << held);
+  if (mp.pipeline()->stages()[1]->parameters().front().device() != dev) CHECK(held < whole_bytes * 2 / 3);  // two devices
+  if (dev.type == DeviceType::cpu) {
+    CHECK(peak <= whole_bytes + whole_bytes / 4);  // host and device are one memory: the stages' copies (and a block's initialisation)
+  } else {
+    // What stays there, the allocator's rounding and blocks reused from its cache (up to 9% in
+    // the whole suite, where earlier tests left it warm); never the whole model.
+    CHECK(peak <= held + held / 4);
+  }
+  const StateDict gathered = mp.full_state_dict();
+  for (const auto& [name, t] : whole->state_dict()) {
+    CAPTURE(name);
+    CHECK(amax(abs(sub(gathered.at(name), t))).item<double>() == 0.0);  // the parts put back are the whole, bit for bit
+  }
 }

@@ -13,6 +13,7 @@
 #include "tessera/dist.h"
 #include "tessera/nn/data.h"
 #include "tessera/nn/models.h"
+#include "tessera/nn/optim.h"
 #include "tessera/nn/pipeline.h"
 
 namespace tessera::nn {
@@ -53,6 +54,21 @@ class ModelParallel {
   virtual bool replicas_equal() = 0;                 ///< every data-parallel replica's parameters bitwise equal
   virtual void barrier() = 0;
   virtual const RankLayout& layout() const = 0;
+
+  // Checkpoints hold the whole model, as an unsplit run writes it: they load under any layout,
+  // world size or mode (single device, DDP, ZeRO-3) and into `tessera generate`.
+  /** The whole model's parameters under the unsplit model's names, gathered from every stage and
+   *  shard onto the CPU of every rank (a collective). */
+  virtual StateDict full_state_dict() = 0;
+  /** Loads a whole model's parameters (from any layout, or an unsplit run): each rank takes its
+   *  part. Every key and shape is checked before anything changes. */
+  virtual void load_full_state_dict(const StateDict& state) = 0;
+  /** `optimizer` (built on local_module()'s parameters) with its state gathered per parameter of the
+   *  whole model: the state_dict() of the same optimizer built on the unsplit model's
+   *  weight_decay_groups (a collective). */
+  virtual StateDict optimizer_state_dict(const Optimizer& optimizer) = 0;
+  /** The inverse: each rank's optimizer takes the state of its parts. */
+  virtual void load_optimizer_state_dict(Optimizer& optimizer, const StateDict& state) = 0;
 };
 
 struct GPTParallelOptions {
@@ -64,9 +80,11 @@ struct GPTParallelOptions {
 /**
  * A GPT trained pipeline x tensor x data parallel. Built from the whole GPT (the same weights on
  * every rank: seed alike) which may be dropped afterwards: this rank keeps its stage (split_gpt)
- * and its tensor-parallel shards of it. Under one process (a world of 1) a pipeline puts stage i on
- * device i of `device`'s backend (emulated:0, emulated:1). Loss: next-token cross entropy
- * (vocab-parallel under tensor parallelism, the full logits never formed).
+ * and its tensor-parallel shards of it, moved to `device`. Build the whole GPT on the CPU (its
+ * random initialisation is the same there) and no device holds more than its part. Under one
+ * process (a world of 1) a pipeline puts stage i on device i of `device`'s backend (emulated:0,
+ * emulated:1). Loss: next-token cross entropy (vocab-parallel under tensor parallelism, the full
+ * logits never formed).
  */
 class GPTModelParallel final : public ModelParallel {
  public:
@@ -81,12 +99,39 @@ class GPTModelParallel final : public ModelParallel {
   bool replicas_equal() override;
   void barrier() override;
   const RankLayout& layout() const override { return layout_; }
+  StateDict full_state_dict() override;
+  void load_full_state_dict(const StateDict& state) override;
+  StateDict optimizer_state_dict(const Optimizer& optimizer) override;
+  void load_optimizer_state_dict(Optimizer& optimizer, const StateDict& state) override;
   /** The pipeline's schedule figures (null without a pipeline). */
   const Pipeline* pipeline() const { return pipeline_.get(); }
 
  private:
+  // One parameter of the unsplit GPT: its name, shape and place in weight_decay_groups.
+  struct WholeParameter {
+    std::string name;
+    Shape shape;
+    DType dtype;
+    size_t group = 0, index = 0;
+  };
+  // One parameter this rank holds: which whole parameter it is (a part of), and whether it is the
+  // last stage's copy of the tied token embedding (never gathered: stage 0 holds the original).
+  struct LocalParameter {
+    Tensor tensor;
+    size_t whole = 0;
+    bool tied_copy = false;
+  };
   Tensor loss_of(const Tensor& logits, const Tensor& targets) const;
+  void index_parameters(const GPT& whole);
+  std::string whole_name_of(const std::string& local_name) const;
+  bool owns(const LocalParameter& p) const;
+  /** (the whole tensor's view, the local tensor's view) pairs: where this rank's part sits. */
+  std::vector<std::pair<Tensor, Tensor>> pieces(const std::string& whole_name, const Tensor& whole, const Tensor& local) const;
+  /** The whole parameter `i` (or a state shaped like it), each rank adding the parts it owns. */
+  Tensor gather_whole(size_t i, const Tensor& mine, DType dtype);
   RankLayout layout_;
+  std::vector<WholeParameter> whole_;
+  std::vector<LocalParameter> local_params_;
   std::shared_ptr<dist::ProcessGroup> world_, tensor_group_, pipeline_group_, data_group_;
   std::unique_ptr<Pipeline> pipeline_;
   ModulePtr local_;                   // the stage (ranked), the stages (in process) or the tensor-parallel GPT

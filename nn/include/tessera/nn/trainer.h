@@ -85,7 +85,9 @@ struct TrainOptions {
    *  rest): the Trainer's model is this rank's part (model_parallel->local_module()), each batch
    *  goes through its train_batch, gradients are synchronised, clipped by the whole model's
    *  norm and checked across all ranks. Evaluation reports the loss (accuracy is NaN: the logits
-   *  are split). Not with `ddp`/`fsdp`, graph capture, loss scaling or checkpoints. */
+   *  are split). Checkpoints hold the whole model and its per-parameter optimizer state, gathered
+   *  (every rank gathers, rank 0 writes): they resume under any layout or mode. Not with
+   *  `ddp`/`fsdp`, graph capture or loss scaling. */
   ModelParallel* model_parallel = nullptr;
   std::function<void(const EpochStats&)> on_epoch_end;
   /** After each optimizer step: its number and the mean loss of its batches. */
@@ -105,7 +107,7 @@ class Trainer {
   EvalStats evaluate(BatchSource& loader);
 
   /** Throws (and leaves `path` untouched) when a parameter or optimizer state is NaN or Inf.
-   *  After a fully sharded fit() every rank must call it (it gathers); rank 0 writes. */
+   *  After a fully sharded or model-parallel fit() every rank must call it (it gathers); rank 0 writes. */
   void save_checkpoint(const std::string& path, int64_t epochs_done, const std::string& config, const Metadata& extra = {}) const;
   /**
    * Restores model, optimizer, scheduler, RNG and counters; returns the completed epochs. The
@@ -123,7 +125,7 @@ class Trainer {
   DType precision_ = DType::f32;   // of the fit() in progress (evaluate() follows it)
   GradScaler* scaler_ = nullptr;   // of the fit() in progress (saved with checkpoints)
   FullyShardedDataParallel* fsdp_ = nullptr;  // of the last fit() (evaluate() and checkpoints follow it)
-  ModelParallel* model_parallel_ = nullptr;   // of the last fit() (evaluate() follows it)
+  ModelParallel* model_parallel_ = nullptr;   // of the last fit() (evaluate() and checkpoints follow it)
   Tensor run_model(const Tensor& x);
   CheckpointParts checkpoint_parts() const;
   Tensor forward_backward(const Batch& b, int64_t grad_accumulation);
