@@ -1,8 +1,11 @@
 #pragma once
-// Turns a run-time DType into a compile-time type for a templated lambda:
+// Turns a run-time DType (or fused activation) into a compile-time type (or value) for a
+// templated lambda:
 //   dispatch_float(dt, "exp", [&]<class T>() { ... });
+//   dispatch_activation(act, [&]<Activation A>() { ... });
 #include "tessera/dtype.h"
 #include "tessera/error.h"
+#include "tessera/kernels/activation.h"
 #include "tessera/kernels/binary.h"
 #include "tessera/kernels/scatter.h"
 
@@ -15,6 +18,35 @@ template <class F> void dispatch_float(DType dt, const char* op, F&& f) {
     case DType::f16: f.template operator()<Half>(); return;
     case DType::bf16: f.template operator()<BFloat16>(); return;
     default: throw Error(detail::concat(op, ": kernel does not support dtype ", dt));
+  }
+}
+
+/** f.template operator()<A>() for the run-time activation `act`: each loop body is compiled per
+ *  activation, so it vectorises without a per-element switch. */
+template <class F>
+void dispatch_activation(Activation act, F&& f) {
+  switch (act) {
+    case Activation::relu:
+      f.template operator()<Activation::relu>();
+      return;
+    case Activation::gelu:
+      f.template operator()<Activation::gelu>();
+      return;
+    case Activation::gelu_tanh:
+      f.template operator()<Activation::gelu_tanh>();
+      return;
+    case Activation::silu:
+      f.template operator()<Activation::silu>();
+      return;
+    case Activation::sigmoid:
+      f.template operator()<Activation::sigmoid>();
+      return;
+    case Activation::tanh:
+      f.template operator()<Activation::tanh>();
+      return;
+    case Activation::none:
+      f.template operator()<Activation::none>();
+      return;
   }
 }
 

@@ -130,18 +130,6 @@ template <> struct ActFn<Activation::silu> { using type = vmath::SiluFn; };
 template <> struct ActFn<Activation::sigmoid> { using type = vmath::SigmoidFn; };
 template <> struct ActFn<Activation::tanh> { using type = vmath::TanhFn; };
 
-template <class Body> void with_activation(Activation act, Body body) {
-  switch (act) {
-    case Activation::relu: return body.template operator()<Activation::relu>();
-    case Activation::gelu: return body.template operator()<Activation::gelu>();
-    case Activation::gelu_tanh: return body.template operator()<Activation::gelu_tanh>();
-    case Activation::silu: return body.template operator()<Activation::silu>();
-    case Activation::sigmoid: return body.template operator()<Activation::sigmoid>();
-    case Activation::tanh: return body.template operator()<Activation::tanh>();
-    case Activation::none: return body.template operator()<Activation::none>();
-  }
-}
-
 // y = act(x + bias) in one pass: a linear layer's epilogue as its own op.
 void bias_activation_kernel(const KernelCall& c) {
   const Tensor& x = c.inputs[0];
@@ -151,7 +139,7 @@ void bias_activation_kernel(const KernelCall& c) {
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* bp = static_cast<const T*>(c.inputs[1].data_ptr());
     T* out = static_cast<T*>(c.outputs[0].data_ptr());
-    with_activation(c.attrs.activation, [&]<Activation A>() {
+    backend_common::dispatch_activation(c.attrs.activation, [&]<Activation A>() {
       parallel_for(x.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
         for_row_pieces(b, e, n, [&](int64_t i0, int64_t col, int64_t len) {
           const typename ActFn<A>::type fn{};

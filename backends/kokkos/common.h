@@ -254,26 +254,6 @@ template <>
 struct GradOf<Activation::silu> : cpu::vmath::SiluGradFn {};
 #endif
 
-/** body.template operator()<A>() for the run-time activation `act`. */
-template <class Body>
-void with_activation(Activation act, const Body& body) {
-  switch (act) {
-    case Activation::relu:
-      return body.template operator()<Activation::relu>();
-    case Activation::gelu:
-      return body.template operator()<Activation::gelu>();
-    case Activation::gelu_tanh:
-      return body.template operator()<Activation::gelu_tanh>();
-    case Activation::silu:
-      return body.template operator()<Activation::silu>();
-    case Activation::sigmoid:
-      return body.template operator()<Activation::sigmoid>();
-    case Activation::tanh:
-      return body.template operator()<Activation::tanh>();
-    case Activation::none:
-      return body.template operator()<Activation::none>();
-  }
-}
 /** One team per row (league size `rows`). */
 inline TeamPolicy rows_policy(int64_t rows) { return team_policy(rows); }
 
@@ -330,29 +310,40 @@ KOKKOS_INLINE_FUNCTION typename Op::Acc lane_reduce(const Team& team, int64_t n,
   }
 }
 
+/** Host: the Op-merge of span(lo, len) over [0, n) cut into 2048-element spans, the spans spread
+ *  over the team's threads (the result depends on n only, not on which thread took which span). */
+template <class Op, class S>
+KOKKOS_INLINE_FUNCTION typename Op::Acc team_spans(const Team& team, int64_t n, const S& span) {
+  using Acc = typename Op::Acc;
+  constexpr int64_t kSpan = 2048;
+  Acc total = Op::init();
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan),
+      [&](int64_t s, Acc& a) {
+        const int64_t lo = s * kSpan;
+        a = Op::merge(a, span(lo, n - lo < kSpan ? n - lo : kSpan));
+      },
+      FunctorReducer<Op>(total));
+  return total;
+}
+
 /**
  * Op-reduction of g(acc, j) over j in [0, n) across the team; every member gets the result,
- * which depends on n and the team size only. Host: spans of 2048 on the team's threads, each
- * span a lane_reduce. GPU: TeamThreadRange over the elements (the team's threads are the lanes).
+ * which depends on n and the team size only. Host: team_spans, each span a lane_reduce. GPU:
+ * TeamThreadRange over the elements (the team's threads are the lanes).
  */
 template <class Op, class G>
 KOKKOS_INLINE_FUNCTION typename Op::Acc team_reduce(const Team& team, int64_t n, const G& g) {
   using Acc = typename Op::Acc;
-  Acc total = Op::init();
   if constexpr (kHostExec) {
-    constexpr int64_t kSpan = 2048;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan),
-        [&](int64_t s, Acc& a) {
-          const int64_t lo = s * kSpan, len = n - lo < kSpan ? n - lo : kSpan;
-          a = Op::merge(a, lane_reduce<Op>(team, len, [&](Acc x, int64_t j) { return g(x, lo + j); }));
-        },
-        FunctorReducer<Op>(total));
+    return team_spans<Op>(
+        team, n, [&](int64_t lo, int64_t len) { return lane_reduce<Op>(team, len, [&](Acc x, int64_t j) { return g(x, lo + j); }); });
   } else {
+    Acc total = Op::init();
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, n), [&](int64_t j, Acc& a) { a = g(a, j); }, FunctorReducer<Op>(total));
+    return total;
   }
-  return total;
 }
 
 #if defined(TESSERA_KOKKOS_HOST_LANE_MAX)
@@ -374,16 +365,7 @@ KOKKOS_INLINE_FUNCTION typename Op::Acc team_reduce_span(const Team& team, const
   using Acc = typename Op::Acc;
 #if defined(TESSERA_KOKKOS_HOST_LANE_MAX)
   if constexpr (std::is_same_v<Op, kernels::MaxReducer<float>>) {
-    constexpr int64_t kSpan = 2048;
-    Acc total = Op::init();
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, (n + kSpan - 1) / kSpan),
-        [&](int64_t s, Acc& a) {
-          const int64_t lo = s * kSpan;
-          a = Op::merge(a, n - lo > 0 ? host_max(x + lo, n - lo < kSpan ? n - lo : kSpan) : Op::init());
-        },
-        FunctorReducer<Op>(total));
-    return total;
+    return team_spans<Op>(team, n, [&](int64_t lo, int64_t len) { return host_max(x + lo, len); });
   }
 #endif
   return team_reduce<Op>(team, n, [&](Acc a, int64_t j) { return Op::step(a, x[j]); });

@@ -122,13 +122,13 @@ void bias_activation_impl(const KernelCall& c) {
 void bias_activation_op(const KernelCall& c) {
   if (c.outputs[0].numel() == 0) return;
   backend_common::dispatch_float(c.outputs[0].dtype(), "bias_activation", [&]<class T>() {
-    with_activation(c.attrs.activation, [&]<Activation A>() { bias_activation_impl<A, T>(c); });
+    backend_common::dispatch_activation(c.attrs.activation, [&]<Activation A>() { bias_activation_impl<A, T>(c); });
   });
 }
 void activation_backward_op(const KernelCall& c) {
   if (c.outputs[0].numel() == 0) return;
   backend_common::dispatch_float(c.outputs[0].dtype(), "activation_backward", [&]<class T>() {
-    with_activation(c.attrs.activation, [&]<Activation A>() { activation_backward_impl<A, T>(c); });
+    backend_common::dispatch_activation(c.attrs.activation, [&]<Activation A>() { activation_backward_impl<A, T>(c); });
   });
 }
 

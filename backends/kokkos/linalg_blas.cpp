@@ -99,8 +99,8 @@ bool linear_impl(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& o
   const int64_t m = out.size(0), n = out.size(1);
   gemm(mx, mw, ptr<T>(out), m, n, T(0));
   if (bias.defined() || act != Activation::none)
-    with_activation(act,
-                    [&]<Activation A>() { bias_activation<A>(ptr<T>(out), opt<T>(bias), bias.defined() ? bias.strides()[0] : 0, m, n); });
+    backend_common::dispatch_activation(
+        act, [&]<Activation A>() { bias_activation<A>(ptr<T>(out), opt<T>(bias), bias.defined() ? bias.strides()[0] : 0, m, n); });
   return true;
 }
 

@@ -148,7 +148,9 @@ std::vector<Tensor> prepared_indices(const Indexed& r, Shape& bshape) {
     const int64_t len = r.view.size(r.axes[k]);
     Tensor idx = r.indices[k];
     if (idx.numel() > 0) {
-      const int64_t lo = amin(idx).item<int64_t>(), hi = amax(idx).item<int64_t>();
+      // Both bounds in one transfer: one host sync per index tensor, not two.
+      const Tensor bounds = cat({amin(idx).reshape({1}), amax(idx).reshape({1})}, 0).to(DType::i64).to(kCPU);
+      const int64_t lo = bounds.data<int64_t>()[0], hi = bounds.data<int64_t>()[1];
       TESSERA_CHECK(lo >= -len && hi < len, "index", "index ", lo < -len ? lo : hi, " is out of bounds for dimension ", r.axes[k],
                     " with size ", len);
     }
