@@ -223,19 +223,25 @@ class MpiGroup final : public ProcessGroup {
   }
 
   std::unique_ptr<Work> send(const Tensor& t, int dst, int tag) override {
-    check_peer(t, dst, tag, "send");
-    const Staged s = stage(t, true);
-    MPI_Request req;
-    check_mpi(MPI_Isend(s.host.data_ptr(), count_of(s.host, "send"), mpi_type(s.host.dtype(), "send"), dst, tag, comm_, &req), "MPI_Isend");
-    return issue(tessera::detail::concat("send to rank ", dst, " (tag ", tag, ")").c_str(), t, req, [s] {});
+    auto work = issue_send(t, dst, tag);
+    if (stream_order_) work->wait();
+    return work;
   }
 
   std::unique_ptr<Work> recv(Tensor t, int src, int tag) override {
-    check_peer(t, src, tag, "recv");
-    const Staged d = stage(t, false);
-    MPI_Request req;
-    check_mpi(MPI_Irecv(d.host.data_ptr(), count_of(d.host, "recv"), mpi_type(d.host.dtype(), "recv"), src, tag, comm_, &req), "MPI_Irecv");
-    return issue(tessera::detail::concat("recv from rank ", src, " (tag ", tag, ")").c_str(), t, req, [d] { d.finish(); });
+    auto work = issue_recv(std::move(t), src, tag);
+    if (stream_order_) work->wait();
+    return work;
+  }
+
+  std::vector<std::unique_ptr<Work>> batch_p2p(const std::vector<P2POp>& ops) override {
+    std::vector<std::unique_ptr<Work>> works;
+    for (const P2POp& op : ops)
+      works.push_back(op.kind == P2POp::Kind::send ? issue_send(op.tensor, op.peer, op.tag) : issue_recv(op.tensor, op.peer, op.tag));
+    if (stream_order_) {
+      for (auto& w : works) w->wait();
+    }
+    return works;
   }
 
   void barrier() override {
@@ -245,6 +251,25 @@ class MpiGroup final : public ProcessGroup {
   }
 
  private:
+  std::unique_ptr<Work> issue_send(const Tensor& t, int dst, int tag) {
+    check_peer(t, dst, tag, "send");
+    const Staged s = stage(t, true);
+    MPI_Request req;
+    const int n = count_of(s.host, "send");
+    const MPI_Datatype type = mpi_type(s.host.dtype(), "send");
+    if (stream_order_) check_mpi(MPI_Issend(s.host.data_ptr(), n, type, dst, tag, comm_, &req), "MPI_Issend");
+    else check_mpi(MPI_Isend(s.host.data_ptr(), n, type, dst, tag, comm_, &req), "MPI_Isend");
+    return issue(tessera::detail::concat("send to rank ", dst, " (tag ", tag, ")").c_str(), t, req, [s] {});
+  }
+
+  std::unique_ptr<Work> issue_recv(Tensor t, int src, int tag) {
+    check_peer(t, src, tag, "recv");
+    const Staged d = stage(t, false);
+    MPI_Request req;
+    check_mpi(MPI_Irecv(d.host.data_ptr(), count_of(d.host, "recv"), mpi_type(d.host.dtype(), "recv"), src, tag, comm_, &req), "MPI_Irecv");
+    return issue(tessera::detail::concat("recv from rank ", src, " (tag ", tag, ")").c_str(), t, req, [d] { d.finish(); });
+  }
+
   std::unique_ptr<Work> issue(const char* name, const Tensor& t, MPI_Request req, std::function<void()> finish) {
     return std::make_unique<MpiWork>(*this, scope_ + detail::describe_collective(name, ++sequence_, t), req, std::move(finish));
   }
@@ -258,6 +283,14 @@ class MpiGroup final : public ProcessGroup {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool owned_ = false;  // a subgroup frees its communicator
+  // TESSERA_P2P_STREAM_ORDER=1 (tests): point-to-point as on one NCCL stream. A send completes
+  // only once its peer receives (MPI_Issend), and each send, recv or batch_p2p completes before
+  // the call returns, so an order of transfers that would deadlock NCCL deadlocks here too, and
+  // the watchdog names the transfer. Batches complete together, as NCCL's group calls do.
+  bool stream_order_ = [] {
+    const char* v = std::getenv("TESSERA_P2P_STREAM_ORDER");
+    return v && *v && std::string(v) != "0";
+  }();
   std::string scope_;   // "subgroup <color> (world rank r): " in the watchdog's reports
   int rank_ = 0, world_ = 1, local_rank_ = 0;
   uint64_t sequence_ = 0;

@@ -385,6 +385,46 @@ class NcclGroup final : public ProcessGroup {
     check_nccl(ncclRecv(dst.data_ptr(), static_cast<size_t>(dst.numel()), nccl_type(dst.dtype(), "recv"), src, comm_, s), "ncclRecv");
     return issue(tessera::detail::concat("recv from rank ", src, " (tag ", tag, ")").c_str(), t, s, {dst});
   }
+  std::vector<std::unique_ptr<Work>> batch_p2p(const std::vector<P2POp>& ops) override {
+    // Host tensors through MPI (never blocking); this GPU's in one group call, checked first so
+    // that no error leaves the group open.
+    std::vector<std::unique_ptr<Work>> works(ops.size());
+    std::vector<Tensor> buffers(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      const bool send = op.kind == P2POp::Kind::send;
+      if (!mine(op.tensor)) {
+        works[i] = send ? mpi_->send(op.tensor, op.peer, op.tag) : mpi_->recv(op.tensor, op.peer, op.tag);
+        continue;
+      }
+      TESSERA_CHECK(op.peer >= 0 && op.peer < world_size() && op.peer != rank(), send ? "send" : "recv", "peer rank ", op.peer,
+                    " must be another rank of the ", world_size());
+      buffers[i] = send ? op.tensor.contiguous() : contiguous_target(op.tensor, "recv");
+      (void)nccl_type(buffers[i].dtype(), send ? "send" : "recv");
+    }
+    const xcclStream_t s = comm_stream();
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    ncclResult_t result = ncclSuccess;
+    for (size_t i = 0; i < ops.size() && result == ncclSuccess; ++i) {
+      if (!buffers[i].defined()) continue;
+      const Tensor& b = buffers[i];
+      const auto count = static_cast<size_t>(b.numel());
+      const ncclDataType_t type = nccl_type(b.dtype(), "batch_p2p");
+      result = ops[i].kind == P2POp::Kind::send ? ncclSend(b.data_ptr(), count, type, ops[i].peer, comm_, s)
+                                                : ncclRecv(b.data_ptr(), count, type, ops[i].peer, comm_, s);
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    check_nccl(result, "ncclSend/ncclRecv in a group");
+    check_nccl(ended, "ncclGroupEnd");
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!buffers[i].defined()) continue;
+      const bool send = ops[i].kind == P2POp::Kind::send;
+      const std::string what = send ? tessera::detail::concat("send to rank ", ops[i].peer, " (tag ", ops[i].tag, ", batched)")
+                                    : tessera::detail::concat("recv from rank ", ops[i].peer, " (tag ", ops[i].tag, ", batched)");
+      works[i] = issue(what.c_str(), ops[i].tensor, s, {buffers[i]});
+    }
+    return works;
+  }
   void barrier() override { mpi_->barrier(); }
 
  private:

@@ -161,6 +161,12 @@ std::unique_ptr<Work> ProcessGroup::recv(Tensor t, int src, int tag) {
   (void)t, (void)src, (void)tag;
   throw NotImplemented(tessera::detail::concat("recv: the ", backend(), " process group has no point-to-point transfers"));
 }
+std::vector<std::unique_ptr<Work>> ProcessGroup::batch_p2p(const std::vector<P2POp>& ops) {
+  std::vector<std::unique_ptr<Work>> works;
+  for (const P2POp& op : ops)
+    works.push_back(op.kind == P2POp::Kind::send ? send(op.tensor, op.peer, op.tag) : recv(op.tensor, op.peer, op.tag));
+  return works;
+}
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   (void)color, (void)key;
   throw NotImplemented(tessera::detail::concat("split: the ", backend(), " process group has no subgroups"));

@@ -253,15 +253,40 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
     w.wait();
     waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  // An action's sends go out together with the next action's receive, in one batch_p2p (as
+  // PyTorch's 1F1B batches them): on NCCL and RCCL a send issued alone holds the stream until its
+  // peer receives, and in the steady state stage s sends an activation forward while stage s + 1
+  // sends a gradient back; unbatched, each would wait for the other for ever.
+  std::vector<dist::P2POp> outgoing;
+  const auto exchange = [&](const Tensor& into, int peer, int tag) {
+    std::vector<dist::P2POp> ops = std::move(outgoing);
+    outgoing.clear();
+    if (into.defined()) ops.push_back({dist::P2POp::Kind::recv, into, peer, tag});
+    if (ops.empty()) return;
+    auto works = g.batch_p2p(ops);
+    if (into.defined()) {
+      timed_wait(*works.back());
+      works.pop_back();
+    }
+    for (auto& w : works) sends.push_back(std::move(w));
+  };
+  const auto receive_header = [&](int src) {  // the activation's dtype and shape
+    Tensor h = empty({10}, DType::i64);
+    timed_wait(*g.recv(h, src, kHeader));
+    const auto hv = h.to_vector<int64_t>();
+    return empty(Shape(hv.begin() + 2, hv.begin() + 2 + hv[0]), static_cast<DType>(hv[1]), dev);
+  };
   for (const PipelineAction& a : pipeline_actions(schedule_, s, stages, m)) {
     const int64_t i = a.micro;
     std::optional<profile::Scope> span;
     action_scope(span, s, a);
     if (a.forward) {
       if (s == 0) {
+        exchange(Tensor(), 0, 0);
         in[i] = inputs[i].to(dev);
       } else {
-        in[i] = receive_activation(g, static_cast<int>(s - 1), dev, timed_wait);
+        in[i] = receive_header(static_cast<int>(s - 1));
+        exchange(in[i], static_cast<int>(s - 1), kActivation);
         in[i].set_requires_grad();
       }
       const Tensor y = stages_[0]->forward(in[i]);
@@ -269,21 +294,23 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
         out[i] = scaled_loss(loss, y, targets[i], m, total);
       } else {
         out[i] = y;
-        sends.push_back(g.send(header_of(y), static_cast<int>(s + 1), kHeader));
-        sends.push_back(g.send(y.detach().contiguous(), static_cast<int>(s + 1), kActivation));
+        outgoing.push_back({dist::P2POp::Kind::send, header_of(y), static_cast<int>(s + 1), kHeader});
+        outgoing.push_back({dist::P2POp::Kind::send, y.detach().contiguous(), static_cast<int>(s + 1), kActivation});
       }
     } else {
       if (s == stages - 1) {
+        exchange(Tensor(), 0, 0);
         out[i].backward();
       } else {
         Tensor grad = empty(out[i].shape(), out[i].dtype(), dev);
-        timed_wait(*g.recv(grad, static_cast<int>(s + 1), kGradient));
+        exchange(grad, static_cast<int>(s + 1), kGradient);
         out[i].backward(grad);
       }
-      if (s > 0) sends.push_back(g.send(in[i].grad().contiguous(), static_cast<int>(s - 1), kGradient));
+      if (s > 0) outgoing.push_back({dist::P2POp::Kind::send, in[i].grad().contiguous(), static_cast<int>(s - 1), kGradient});
       in[i] = out[i] = Tensor();
     }
   }
+  exchange(Tensor(), 0, 0);
   for (auto& w : sends) timed_wait(*w);
   if (tie_in_step_) sync_tied_gradients();
   Tensor mean_loss = from_vector<double>({total / static_cast<double>(m)}, {1});
@@ -305,9 +332,9 @@ void Pipeline::sync_tied_gradients() {
   for (auto& [t, peer] : tied_ranked_) {
     const Tensor mine = t.grad().defined() ? t.grad().contiguous() : zeros(t.shape(), t.dtype(), t.device());
     Tensor theirs = empty(t.shape(), t.dtype(), t.device());
-    auto sent = group_->send(mine, peer, kTied);
-    group_->recv(theirs, peer, kTied)->wait();
-    sent->wait();
+    // One batch: each side sends before it receives (NCCL would hold both sends unbatched).
+    for (auto& w : group_->batch_p2p({{dist::P2POp::Kind::send, mine, peer, kTied}, {dist::P2POp::Kind::recv, theirs, peer, kTied}}))
+      w->wait();
     t.set_grad(add(mine, theirs));
   }
 }

@@ -3,7 +3,7 @@
 //   dist_test zero-save|zero-load <device> <path>   ZeRO-1 state across world sizes (zero_resume.sh)
 //   dist_test fsdp|fsdp-memory <device>   ZeRO-3: a GPT against one rank; its memory against DDP's (fsdp_checks.cpp)
 //   dist_test pipeline|pipeline-gpt <device>   send/recv, the ranked pipeline, a pipelined GPT (2 ranks)
-//   dist_test hang|die|pipeline-die      the watchdog cases (tests/dist/watchdog.sh)
+//   dist_test hang|die|pipeline-die|p2p-unbatched   the watchdog cases (tests/dist/watchdog.sh)
 // A plain program, not doctest: doctest's discovery would run it without mpirun at build time.
 #include <chrono>
 #include <cmath>
@@ -307,12 +307,21 @@ void check_pipeline(dist::ProcessGroup& pg, Device dev) {
   const int r = pg.rank(), peer = 1 - r;
   expect(pg.world_size() == 2, "the pipeline check runs on 2 ranks");
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i64}) {
+    // One way and back, each side's transfers in the order the other's meet them (a send left
+    // unreceived holds a NCCL stream: TESSERA_P2P_STREAM_ORDER checks that here), then both ways
+    // at once in one batch_p2p.
     const Tensor mine = rank_tensor({3, 5}, r, dt, dev);
-    Tensor got = zeros({3, 5}, dt, dev);
-    auto s = pg.send(mine, peer, 7);
-    pg.recv(got, peer, 7)->wait();
-    s->wait();
+    Tensor got = zeros({3, 5}, dt, dev), both = zeros({3, 5}, dt, dev);
+    if (r == 0) {
+      pg.send(mine, peer, 7)->wait();
+      pg.recv(got, peer, 7)->wait();
+    } else {
+      pg.recv(got, peer, 7)->wait();
+      pg.send(mine, peer, 7)->wait();
+    }
     expect(max_abs_diff(got, rank_tensor({3, 5}, peer, dt, dev)) == 0.0, std::string("send/recv of ") + dtype_name(dt));
+    for (auto& w : pg.batch_p2p({{dist::P2POp::Kind::send, mine, peer, 8}, {dist::P2POp::Kind::recv, both, peer, 8}})) w->wait();
+    expect(max_abs_diff(both, rank_tensor({3, 5}, peer, dt, dev)) == 0.0, std::string("batch_p2p of ") + dtype_name(dt));
   }
   const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
   for (auto sched : {nn::PipelineSchedule::gpipe, nn::PipelineSchedule::one_f_one_b}) {
@@ -489,6 +498,21 @@ int main(int argc, char** argv) {
       nn::Pipeline pipe(stage, group, dev, nn::PipelineSchedule::gpipe, 2);
       (void)pipe.train_step(ones({4, 4}), ones({4, 4}), [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); });
       std::fprintf(stderr, "rank %d: the pipeline step returned without its peer\n", pg->rank());
+      return 1;
+    } else if (mode == "p2p-unbatched") {
+      // Under TESSERA_P2P_STREAM_ORDER=1 (a send completes only once received, each call before
+      // the next, as on one NCCL stream): the two ranks' crossed transfers complete as one
+      // batch_p2p each; issued one by one, send before receive on both sides, each send waits
+      // for a receive its peer never reaches, and the watchdog names the send.
+      dist::set_collective_timeout(std::chrono::milliseconds(2000));
+      const int peer = 1 - pg->rank();
+      Tensor mine = full({2, 4}, pg->rank() + 1.0, DType::f32, dev), theirs = zeros({2, 4}, DType::f32, dev);
+      for (auto& w : pg->batch_p2p({{dist::P2POp::Kind::send, mine, peer, 5}, {dist::P2POp::Kind::recv, theirs, peer, 5}})) w->wait();
+      expect(max_abs_diff(theirs, full({2, 4}, peer + 1.0, DType::f32, kCPU)) == 0.0, "batched crossed transfers");
+      std::fprintf(stderr, "rank %d: batched crossed transfers: %s\n", pg->rank(), g_failures ? "wrong values" : "ok");
+      auto sent = pg->send(mine, peer, 5);
+      pg->recv(theirs, peer, 5)->wait();
+      std::fprintf(stderr, "rank %d: crossed sends completed under TESSERA_P2P_STREAM_ORDER (is it set?)\n", pg->rank());
       return 1;
     } else if (mode == "zero-save" || mode == "zero-load") {
       if (argc < 4) throw Error("dist_test zero-save|zero-load <device> <path>");

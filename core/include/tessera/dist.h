@@ -31,6 +31,15 @@ class Work {
   virtual bool test() = 0;
 };
 
+/** One transfer of a batched point-to-point call (ProcessGroup::batch_p2p). */
+struct P2POp {
+  enum class Kind : uint8_t { send, recv };
+  Kind kind = Kind::send;
+  Tensor tensor;  ///< sent, or received into
+  int peer = 0;
+  int tag = 0;
+};
+
 /**
  * The communicator SPI. Collectives are asynchronous and operate in place on contiguous
  * tensors of the same dtype and shape on every rank (floating or integer dtypes; f16/bf16
@@ -65,6 +74,14 @@ class ProcessGroup {
    */
   virtual std::unique_ptr<Work> send(const Tensor& t, int dst, int tag = 0);
   virtual std::unique_ptr<Work> recv(Tensor t, int src, int tag = 0);
+  /**
+   * The sends and receives of one pipeline step issued together; one Work per op, in order. On
+   * NCCL and RCCL one group call (ncclGroupStart/End): a send issued alone holds its stream until
+   * the peer receives, so two stages that each send to the other before receiving would wait for
+   * ever; batched, the transfers proceed together. Here (MPI, whose transfers never block the
+   * caller): each op issued in turn.
+   */
+  virtual std::vector<std::unique_ptr<Work>> batch_p2p(const std::vector<P2POp>& ops);
 
   /**
    * The ranks of this group that pass the same `color` form a new group, ordered by `key` (then
