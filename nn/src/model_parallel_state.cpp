@@ -38,6 +38,15 @@ bool ends_with(const std::string& s, const char* tail) {
 constexpr const char* kStateNames[] = {"exp_avg", "exp_avg_sq", "momentum_buffer", "square_avg"};
 
 DType state_dtype_of(DType param) { return param == DType::f16 || param == DType::bf16 ? DType::f32 : param; }
+
+// The record of this rank's parameter `t`, the optimizer's group g, index k.
+template <class Record>
+const Record& record_of(const std::vector<Record>& records, const Tensor& t, size_t g, size_t k) {
+  const auto it = std::find_if(records.begin(), records.end(), [&](const Record& p) { return p.tensor.is_same(t); });
+  TESSERA_CHECK(it != records.end(), kOp, "the optimizer's group ", g, " parameter ", k,
+                " is not one of this rank's model parameters: build it on local_module()'s parameters");
+  return *it;
+}
 }  // namespace
 
 std::string GPTModelParallel::whole_name_of(const std::string& local_name) const {
@@ -135,11 +144,7 @@ StateDict GPTModelParallel::optimizer_state_dict(const Optimizer& optimizer) {
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t k = 0; k < groups[g].params.size(); ++k) {
-      const auto it = std::find_if(local_params_.begin(), local_params_.end(),
-                                   [&](const LocalParameter& p) { return p.tensor.is_same(groups[g].params[k]); });
-      TESSERA_CHECK(it != local_params_.end(), kOp, "the optimizer's group ", g, " parameter ", k,
-                    " is not one of this rank's model parameters: build it on local_module()'s parameters");
-      at[{g, k}] = &*it;
+      at[{g, k}] = &record_of(local_params_, groups[g].params[k], g, k);
     }
   }
   const NoGradGuard no_grad;
@@ -185,13 +190,10 @@ void GPTModelParallel::load_optimizer_state_dict(Optimizer& optimizer, const Sta
   StateDict mine;
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t k = 0; k < groups[g].params.size(); ++k) {
-      const auto it = std::find_if(local_params_.begin(), local_params_.end(),
-                                   [&](const LocalParameter& p) { return p.tensor.is_same(groups[g].params[k]); });
-      TESSERA_CHECK(it != local_params_.end(), kOp, "the optimizer's group ", g, " parameter ", k,
-                    " is not one of this rank's model parameters: build it on local_module()'s parameters");
-      holders[it->whole].emplace_back(g, k);
+      const size_t whole = record_of(local_params_, groups[g].params[k], g, k).whole;
+      holders[whole].emplace_back(g, k);
       if (k == 0) {
-        if (const auto lr = state.find("group." + std::to_string(whole_[it->whole].group) + ".lr"); lr != state.end())
+        if (const auto lr = state.find("group." + std::to_string(whole_[whole].group) + ".lr"); lr != state.end())
           mine["group." + std::to_string(g) + ".lr"] = lr->second;
       }
     }

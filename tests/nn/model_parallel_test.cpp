@@ -172,6 +172,8 @@ TEST_CASE("a pipelined GPT's checkpoint holds the whole GPT: it resumes unsplit 
   broken = gathered;
   broken["block0.qkv.bias"] = zeros({5}, DType::f32, kCPU);
   TESSERA_CHECK_THROWS_WITH(second.load_full_state_dict(broken), "'block0.qkv.bias' has shape [5]");
+  const auto stranger = make_optimizer("adamw", weight_decay_groups(whole, OptimOptions{}));  // not the split model's parameters
+  TESSERA_CHECK_THROWS_WITH(second.optimizer_state_dict(*stranger), "is not one of this rank's model parameters");
   std::filesystem::remove_all(dir);
 }
 
