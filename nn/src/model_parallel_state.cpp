@@ -127,10 +127,12 @@ void GPTModelParallel::load_full_state_dict(const StateDict& state) {
     TESSERA_CHECK(it->second.shape() == p.shape, kOp, "'", p.name, "' has shape ", shape_str(it->second.shape()), ", this GPT's is ",
                   shape_str(p.shape));
   }
-  for (const auto& [name, t] : state) {
+  for (const auto& entry : state) {  // not a structured binding: Clang 15 cannot capture one in a lambda
+    const std::string& name = entry.first;
     TESSERA_CHECK(std::any_of(whole_.begin(), whole_.end(), [&](const WholeParameter& p) { return p.name == name; }), kOp, "'", name,
                   "' is not a parameter of this GPT");
   }
+
   const NoGradGuard no_grad;
   for (const LocalParameter& p : local_params_) {
     for (auto& [whole_part, local_part] : pieces(whole_[p.whole].name, state.at(whole_[p.whole].name), p.tensor))
