@@ -280,6 +280,10 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
     const int64_t i = a.micro;
     std::optional<profile::Scope> span;
     action_scope(span, s, a);
+    // MPI moves a large message (its rendezvous) only while the sender is inside MPI: polling the
+    // sends in flight between actions keeps them moving while this stage computes (GPipe's
+    // forwards issue every send before the first wait).
+    for (auto& w : sends) (void)w->test();
     if (a.forward) {
       if (s == 0) {
         exchange(Tensor(), 0, 0);
