@@ -112,13 +112,18 @@ void action_scope(std::optional<profile::Scope>& span, int64_t stage, const Pipe
 // What travels between ranked stages, by tag.
 enum Tag { kHeader = 0, kActivation = 1, kGradient = 2, kTied = 3 };
 
-// A boundary activation from stage `src`: its header (rank, dtype, shape), then the tensor.
-Tensor receive_activation(dist::ProcessGroup& g, int src, Device dev, const std::function<void(dist::Work&)>& wait) {
+// An empty tensor for the next boundary activation from stage `src`, shaped by its header
+// (rank, dtype, shape).
+Tensor activation_buffer(dist::ProcessGroup& g, int src, Device dev, const std::function<void(dist::Work&)>& wait) {
   Tensor h = empty({10}, DType::i64);
   wait(*g.recv(h, src, kHeader));
   const auto hv = h.to_vector<int64_t>();
-  const Shape shape(hv.begin() + 2, hv.begin() + 2 + hv[0]);
-  Tensor x = empty(shape, static_cast<DType>(hv[1]), dev);
+  return empty(Shape(hv.begin() + 2, hv.begin() + 2 + hv[0]), static_cast<DType>(hv[1]), dev);
+}
+
+// A boundary activation from stage `src`: its header, then the tensor.
+Tensor receive_activation(dist::ProcessGroup& g, int src, Device dev, const std::function<void(dist::Work&)>& wait) {
+  Tensor x = activation_buffer(g, src, dev, wait);
   wait(*g.recv(x, src, kActivation));
   return x;
 }
@@ -270,12 +275,6 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
     }
     for (auto& w : works) sends.push_back(std::move(w));
   };
-  const auto receive_header = [&](int src) {  // the activation's dtype and shape
-    Tensor h = empty({10}, DType::i64);
-    timed_wait(*g.recv(h, src, kHeader));
-    const auto hv = h.to_vector<int64_t>();
-    return empty(Shape(hv.begin() + 2, hv.begin() + 2 + hv[0]), static_cast<DType>(hv[1]), dev);
-  };
   for (const PipelineAction& a : pipeline_actions(schedule_, s, stages, m)) {
     const int64_t i = a.micro;
     std::optional<profile::Scope> span;
@@ -289,7 +288,7 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
         exchange(Tensor(), 0, 0);
         in[i] = inputs[i].to(dev);
       } else {
-        in[i] = receive_header(static_cast<int>(s - 1));
+        in[i] = activation_buffer(g, static_cast<int>(s - 1), dev, timed_wait);
         exchange(in[i], static_cast<int>(s - 1), kActivation);
         in[i].set_requires_grad();
       }
