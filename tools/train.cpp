@@ -110,6 +110,10 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     layout =
         run.world > 1 ? nn::RankLayout::of(run.world, run.rank, a.pipeline, a.tensor_parallel) : nn::RankLayout::in_process(a.pipeline);
     run.data_rank = layout->replica, run.data_world = layout->data;
+    TESSERA_CHECK(a.zero != 3 || layout->data > 1, "train", "--zero 3 with --pipeline ", a.pipeline, " --tensor-parallel ",
+                  a.tensor_parallel, " shards each rank's part over the data-parallel replicas, and ", run.world,
+                  run.world == 1 ? " process leaves" : " ranks leave", " one: launch ", 2 * a.pipeline * a.tensor_parallel,
+                  " (or any multiple of ", a.pipeline * a.tensor_parallel, " beyond it) under mpirun, or drop --zero 3");
     TESSERA_CHECK(a.pipeline == 1 || (a.batch_size / run.data_world) % a.micro_batches == 0, "train", "--batch-size ", a.batch_size,
                   " gives each of the ", run.data_world, " replicas ", a.batch_size / run.data_world,
                   " windows, which do not split into --micro-batches ", a.micro_batches);
@@ -156,12 +160,22 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     nn::GPTParallelOptions po;
     po.pipeline = a.pipeline, po.tensor = a.tensor_parallel, po.micro_batches = a.micro_batches;
     po.schedule = nn::parse_pipeline_schedule(a.pipeline_schedule);
+    po.zero3 = a.zero == 3;
+    po.optimizer = opts;
     mp = std::make_unique<nn::GPTModelParallel>(dynamic_cast<const nn::GPT&>(*model), group, device, po);
     model = std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>(), &mp->local_module());  // not owning: mp does
     description += detail::concat("\nmodel parallel: rank ", run.rank, " (stage ", layout->stage, ", tensor-parallel rank ",
                                   layout->tensor_rank, ", replica ", layout->replica, ") holds ", model->num_parameters(), " of ",
                                   parameters, " parameters; batch ", a.batch_size / run.data_world, " per replica");
-    optimizer = nn::make_optimizer(a.optimizer, nn::weight_decay_groups(*model, opts));
+    if (const nn::FullyShardedDataParallel* sharded = mp->fully_sharded()) {
+      int64_t shard = 0;
+      for (const Tensor& t : sharded->parameters()) shard += t.numel();
+      description +=
+          detail::concat("\nfully sharded (ZeRO-3) over the ", layout->data, " data-parallel replicas: ", shard, " of its ",
+                         model->num_parameters(), " parameters (and their gradients and optimizer state) held per rank, ",
+                         sharded->unit_count() - 1, sharded->unit_count() == 2 ? " block" : " blocks", " gathered one at a time");
+    }
+    optimizer = nn::make_optimizer(a.optimizer, mp->param_groups());
   } else if (a.zero == 3) {  // the optimizer steps the shards, in the groups the unsharded model would have
     nn::FsdpOptions fo;
     fo.param_groups = task.parameter_groups ? dynamic_cast<nn::LanguageModel&>(*model).param_groups(opts)
@@ -250,7 +264,8 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   }
   if (run.rank != 0) return;  // every rank evaluated the same test set; rank 0 reports
   if (ddp) std::printf("data parallel: parameters bitwise equal on all %d ranks\n", run.world);
-  if (mp && mp->layout().data > 1) std::printf("data parallel: the %d replicas' parameters bitwise equal\n", mp->layout().data);
+  if (mp && mp->layout().data > 1 && !mp->fully_sharded())
+    std::printf("data parallel: the %d replicas' parameters bitwise equal\n", mp->layout().data);
   if (mp && mp->pipeline()) std::printf("%s\n", pipeline_report(*mp->pipeline(), a).c_str());
   if (!a.export_onnx.empty()) task.export_check(*model, *test, a);
   task.print_result(final_eval, seconds, throughput, a, run.world);
@@ -277,7 +292,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     if (!resume_report.empty()) j["resume_overrides"] = resume_report;
     if (mp) {
       const nn::RankLayout& l = mp->layout();
-      j["layout"] = {{"pipeline", l.pipeline}, {"tensor_parallel", l.tensor}, {"data_parallel", l.data}};
+      j["layout"] = {{"pipeline", l.pipeline}, {"tensor_parallel", l.tensor}, {"data_parallel", l.data}, {"zero", a.zero}};
       if (const nn::Pipeline* p = mp->pipeline())
         j["pipeline"] = {{"stages", p->stats().stages},
                          {"micro_batches", p->stats().micro_batches},

@@ -91,7 +91,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                "all-reduced (DistributedDataParallel); rank 0 logs and writes checkpoints");
   cmd.add_option("--zero", a.zero,
                  "3: fully sharded data parallel under mpirun (ZeRO-3: each rank holds 1/world of the parameters, gradients and "
-                 "optimizer state; a gpt's blocks, or an mlp/cnn's layers, are gathered one at a time); 0: off")
+                 "optimizer state; a gpt's blocks, or an mlp/cnn's layers, are gathered one at a time; with --pipeline/--tensor-parallel "
+                 "each rank's part over the data-parallel replicas); 0: off")
       ->check(CLI::Range(0, 3));
   cmd.add_option("--pipeline", a.pipeline,
                  "gpt: pipeline stages (the blocks split evenly; the embeddings on the first, the head on the last): one rank each "
@@ -200,8 +201,6 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
                              : a.pipeline > 1                        ? "--pipeline"
                                                                      : "--tensor-parallel";
     TESSERA_CHECK(a.model == "gpt", "train", mode, " splits the gpt's layers; --model ", a.model, " trains data parallel (--distributed)");
-    TESSERA_CHECK(a.zero == 0, "train", mode, " with --zero 3: the replicas are synchronised by all-reduce; sharding a stage's ",
-                  "parameters over them is not supported: drop --zero 3, or use --zero 3 alone");
     TESSERA_CHECK(!a.graph, "train", mode, " with --graph: point-to-point transfers and tensor-parallel all-reduces are not captured");
     TESSERA_CHECK(a.precision != "f16", "train", mode, " with --precision f16: use bf16 (no loss scaling to agree on)");
     TESSERA_CHECK(a.batch_size != kAutoBatch, "train", mode,

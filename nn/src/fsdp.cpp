@@ -26,7 +26,7 @@ namespace {
 // tensors are views into `full` (world * shard elements, zero-padded past numel), whose storage
 // holds memory only while gathered; `local` is this rank's slice, the tensor the optimizer steps.
 struct Flat {
-  size_t unit = 0, group = 0;
+  size_t unit = 0, group = 0, own = 0;  // own: 1 + the index in FsdpOptions::own_flat, 0 for a shared flat
   std::vector<Tensor> params;
   std::vector<size_t> index;     // each parameter's position in its group of the unsharded model
   std::vector<int64_t> offsets;  // each parameter's first element in `full` (256-byte aligned: detail::aligned_offsets)
@@ -136,6 +136,21 @@ struct FullyShardedDataParallel::State {
     flat.got[k] = true;
     if (std::all_of(flat.got.begin(), flat.got.end(), [](bool g) { return g; })) reduce(f);
   }
+  // The units' order in one forward pass: `order` up to its first repeat. A pipeline stage runs
+  // its units once per micro-batch; prefetching across the wrap (the first unit after the last)
+  // would hold a unit gathered through the backward that usually comes next (1F1B).
+  void keep_order() {
+    std::set<size_t> seen;
+    size_t n = 0;
+    while (n < order.size() && seen.insert(order[n]).second) ++n;
+    last_order.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  void begin_forward() {
+    if (!order.empty()) keep_order();
+    order.clear();
+    gather(0);
+    if (!last_order.empty() && options.prefetch) issue(last_order.front(), true);
+  }
   void backward_begin(size_t u) {
     gather(u);
     prefetch_neighbour(order, u, -1);
@@ -171,8 +186,16 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
       }
     }
   }
+  std::map<const TensorImpl*, size_t> own_of;  // -> 1 + its index in own_flat
+  for (size_t i = 0; i < options.own_flat.size(); ++i) {
+    const Tensor& p = options.own_flat[i];
+    TESSERA_CHECK(std::any_of(all.begin(), all.end(), [&](const Tensor& q) { return q.is_same(p); }) && !unit_of.count(p.impl_ptr().get()),
+                  "FullyShardedDataParallel", "FsdpOptions::own_flat ", i, " (shape ", shape_str(p.shape()),
+                  ") is not a parameter of the wrapped module outside the units");
+    own_of.emplace(p.impl_ptr().get(), i + 1);
+  }
   std::set<const TensorImpl*> seen;
-  std::map<std::pair<size_t, size_t>, size_t> flat_of;  // (unit, group) -> flat
+  std::map<std::tuple<size_t, size_t, size_t>, size_t> flat_of;  // (unit, group, own) -> flat
   for (const Tensor& p : all) {
     if (!seen.insert(p.impl_ptr().get()).second) continue;
     const auto git = group_of.find(p.impl_ptr().get());
@@ -180,8 +203,10 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
                   " is in none of FsdpOptions::param_groups");
     const auto uit = unit_of.find(p.impl_ptr().get());
     const size_t u = uit == unit_of.end() ? 0 : uit->second;
-    const auto [fit, fresh] = flat_of.emplace(std::make_pair(u, git->second.first), flats.size());
-    if (fresh) flats.emplace_back(), flats.back().unit = u, flats.back().group = git->second.first;
+    const auto oit = own_of.find(p.impl_ptr().get());
+    const size_t own = oit == own_of.end() ? 0 : oit->second;
+    const auto [fit, fresh] = flat_of.emplace(std::make_tuple(u, git->second.first, own), flats.size());
+    if (fresh) flats.emplace_back(), flats.back().unit = u, flats.back().group = git->second.first, flats.back().own = own;
     Flat& flat = flats[fit->second];
     flat.params.push_back(p);
     flat.index.push_back(git->second.second);
@@ -192,9 +217,9 @@ void FullyShardedDataParallel::State::build(Module& module, const std::vector<st
   }
   TESSERA_CHECK(seen.size() == group_of.size(), "FullyShardedDataParallel",
                 "FsdpOptions::param_groups holds parameters the wrapped module does not have");
-  // Flats by unit, then group: the order of parameters(), the same on every rank.
+  // Flats by unit, then group, then own flat: the order of parameters(), the same on every rank.
   std::stable_sort(flats.begin(), flats.end(),
-                   [](const Flat& a, const Flat& b) { return std::tie(a.unit, a.group) < std::tie(b.unit, b.group); });
+                   [](const Flat& a, const Flat& b) { return std::tie(a.unit, a.group, a.own) < std::tie(b.unit, b.group, b.own); });
   of_unit.assign(units.size() + 1, {});
   of_group.assign(group_options.size(), {});
   NoGradGuard no_grad;
@@ -278,13 +303,13 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Module> modul
 
 FullyShardedDataParallel::~FullyShardedDataParallel() = default;
 
+void FullyShardedDataParallel::begin_forward() { state_->begin_forward(); }
+
 Tensor FullyShardedDataParallel::forward(const Tensor& x) {
   State& s = *state_;
-  s.order.clear();
-  s.gather(0);
-  if (!s.last_order.empty() && s.options.prefetch) s.issue(s.last_order.front(), true);
+  s.begin_forward();
   Tensor out = module_->forward(x);
-  s.last_order = s.order;
+  s.keep_order();
   return out;
 }
 
@@ -327,6 +352,32 @@ double FullyShardedDataParallel::clip_grad_norm_(double max_norm) {
     }
   }
   return norm;
+}
+
+Tensor FullyShardedDataParallel::shard_of(const Tensor& param) const {
+  for (const Flat& f : state_->flats) {
+    if (f.own != 0 && f.params.front().is_same(param)) return f.local;
+  }
+  throw Error(tessera::detail::concat("FullyShardedDataParallel: shard_of: the parameter of shape ", shape_str(param.shape()),
+                                      " is not one of FsdpOptions::own_flat"));
+}
+
+double FullyShardedDataParallel::grad_square_sum(const std::function<bool(const Tensor&)>& counted) const {
+  NoGradGuard no_grad;
+  const State& s = *state_;
+  double total = 0;
+  for (const Flat& f : s.flats) {
+    const Tensor g = f.local.grad();
+    if (!g.defined()) continue;
+    const int64_t begin = f.shard * s.group.rank(), end = begin + f.shard;  // this rank's slice of the flat
+    for (size_t k = 0; k < f.params.size(); ++k) {
+      const int64_t lo = std::max(begin, f.offsets[k]), hi = std::min(end, f.offsets[k] + f.params[k].numel());
+      if (lo >= hi || !counted(f.params[k])) continue;
+      const Tensor part = g.narrow(0, lo - begin, hi - lo).to(DType::f64);
+      total += sum(mul(part, part)).item<double>();
+    }
+  }
+  return total;
 }
 
 FullyShardedDataParallel::FullParams::FullParams(std::shared_ptr<State> state) : state_(std::move(state)) {

@@ -3,7 +3,9 @@
 // communication uses, and the global gradient norm with every weight counted once.
 #include "tessera/nn/model_parallel.h"
 
+#include <cctype>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "sharding.h"
@@ -73,6 +75,11 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
                 " splits heads and vocabulary evenly: ", c.heads, " heads and a vocabulary of ", c.vocab, " do not divide by it");
   const RankLayout& l = layout_;
   const int last = options.pipeline - 1;
+  TESSERA_CHECK(!options.zero3 || l.data > 1, "model parallel",
+                "ZeRO-3 shards each stage's parameters over the data-parallel replicas, and ", w, w == 1 ? " process" : " ranks",
+                " = pipeline ", options.pipeline, " x tensor parallel ", options.tensor, " leave one: launch a multiple of ",
+                2 * options.pipeline * options.tensor, " ranks under mpirun, or drop ZeRO-3");
+  std::string tied_name;  // this rank's side of the pipeline's tied embedding, if it holds one
   if (w == 1) {
     // One process: stage i on device i of the backend (emulated:0, emulated:1; the CPU has one).
     Backend* backend = find_backend(device.type);
@@ -99,6 +106,7 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
       pipeline_ = std::make_unique<Pipeline>(local_, pipeline_group_, device, options.schedule, options.micro_batches);
       pipeline_->tie(0, split.embedding, last, split.head);
       if (l.stage == last) tied_head = split.head;
+      if (l.stage == 0) tied_name = split.embedding;
     } else {
       local_ = std::make_shared<tp::ParallelGPT>(whole, tensor_group_);
       local_->to(device);  // a whole GPT built on the host: only this rank's part reaches the device
@@ -107,10 +115,32 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
       if (name == tied_head) continue;  // its gradient is the embedding's, counted on stage 0
       if (l.tensor_rank == 0 || detail::is_tensor_parallel_slice(name)) counted_once_.push_back(t);
     }
+    if (!tied_head.empty()) tied_name = tied_head;
   }
   if (pipeline_) pipeline_->defer_tied_sync();  // once per optimizer step, in finish_gradient_sync()
   index_parameters(whole);
+  local_groups_ = weight_decay_groups(*local_, options.optimizer);
+  if (options.zero3) shard_over_replicas(options.optimizer, tied_name);
 }
+
+void GPTModelParallel::shard_over_replicas(const OptimOptions& options, const std::string& tied_name) {
+  FsdpOptions fo;
+  fo.param_groups = weight_decay_groups(*local_, options);
+  fo.broadcast_parameters = false;  // every replica split the same whole GPT
+  std::vector<ModulePtr> units;     // the blocks: a stage's "blocks.<l>", tp::ParallelGPT's "<l>"
+  for (const auto& [name, child] : local_->children()) {
+    if (name.rfind("blocks.", 0) == 0 || std::isdigit(static_cast<unsigned char>(name[0]))) units.push_back(child);
+  }
+  for (const auto& [name, t] : local_->named_parameters()) {
+    if (name == tied_name) fo.own_flat.push_back(t);
+  }
+  fsdp_ = std::make_unique<FullyShardedDataParallel>(local_, *data_group_, units, std::move(fo));
+  // The tied embedding's gradient is summed between the stages on the shards, after their
+  // reduce-scatter (the full gradients are gone by then).
+  if (pipeline_) pipeline_->redirect_tied([this](const Tensor& weight) { return fsdp_->shard_of(weight); });
+}
+
+std::vector<ParamGroup> GPTModelParallel::param_groups() { return fsdp_ ? fsdp_->param_groups() : local_groups_; }
 
 Tensor GPTModelParallel::loss_of(const Tensor& logits, const Tensor& targets) const {
   if (!tensor_group_) return next_token_loss(logits, targets);
@@ -123,8 +153,11 @@ double GPTModelParallel::train_batch(const Batch& b, double scale) {
     const Tensor l = loss_of(out, target);
     return scale == 1.0 ? l : mul(l, scale);
   };
-  if (pipeline_) return pipeline_->train_step(b.x, b.y, scaled) / scale;
-  const Tensor l = loss_of(local_->forward(b.x), b.y);
+  if (pipeline_) {
+    if (fsdp_) fsdp_->begin_forward();
+    return pipeline_->train_step(b.x, b.y, scaled) / scale;
+  }
+  const Tensor l = loss_of(fsdp_ ? fsdp_->forward(b.x) : local_->forward(b.x), b.y);
   (scale == 1.0 ? l : mul(l, scale)).backward();
   return l.item<double>();
 }
@@ -132,11 +165,19 @@ double GPTModelParallel::train_batch(const Batch& b, double scale) {
 double GPTModelParallel::eval_batch(const Batch& b) {
   const NoGradGuard no_grad;
   const auto loss = [this](const Tensor& out, const Tensor& target) { return loss_of(out, target); };
-  if (pipeline_) return pipeline_->evaluate(b.x, b.y, loss);
-  return loss(local_->forward(b.x), b.y).item<double>();
+  if (pipeline_) {
+    if (fsdp_) fsdp_->begin_forward();
+    return pipeline_->evaluate(b.x, b.y, loss);
+  }
+  return loss(fsdp_ ? fsdp_->forward(b.x) : local_->forward(b.x), b.y).item<double>();
 }
 
 void GPTModelParallel::finish_gradient_sync() {
+  if (fsdp_) {  // the shards' gradients averaged over the replicas, then the tied pair's summed
+    fsdp_->finish_gradient_sync();
+    if (pipeline_) pipeline_->sync_tied_gradients();
+    return;
+  }
   if (pipeline_) pipeline_->sync_tied_gradients();
   if (data_group_) detail::average_gradients(*data_group_, local_->parameters());
 }
@@ -144,17 +185,24 @@ void GPTModelParallel::finish_gradient_sync() {
 double GPTModelParallel::clip_grad_norm_(double max_norm) {
   const NoGradGuard no_grad;
   double total = 0.0;
-  for (const Tensor& p : counted_once_) {
-    if (p.grad().defined()) total += sum(square(p.grad().to(DType::f64))).item<double>();
+  if (fsdp_) {  // each replica holds its own slice of the gradients: nothing is counted twice across them
+    std::set<const TensorImpl*> once;
+    for (const Tensor& p : counted_once_) once.insert(p.impl_ptr().get());
+    total = fsdp_->grad_square_sum([&once](const Tensor& p) { return once.count(p.impl_ptr().get()) > 0; });
+  } else {
+    for (const Tensor& p : counted_once_) {
+      if (p.grad().defined()) total += sum(square(p.grad().to(DType::f64))).item<double>();
+    }
   }
   if (world_ && world_->world_size() > 1) {
     Tensor t = full({1}, total, DType::f64, kCPU);
     world_->all_reduce(t, dist::ReduceOp::sum)->wait();
-    total = t.item<double>() / layout_.data;  // the replicas hold the same (averaged) gradients
+    total = t.item<double>();
+    if (!fsdp_) total /= layout_.data;  // the replicas hold the same (averaged) gradients
   }
   const double norm = std::sqrt(total), coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
-    for (const Tensor& p : local_->parameters()) {
+    for (const Tensor& p : fsdp_ ? fsdp_->parameters() : local_->parameters()) {
       if (p.grad().defined()) p.grad().mul_(coef);
     }
   }
@@ -167,7 +215,10 @@ double GPTModelParallel::mean_over_ranks(double value) {
   return world_ && world_->world_size() > 1 ? dist::mean_over_ranks(*world_, value) : value;
 }
 
-bool GPTModelParallel::replicas_equal() { return !data_group_ || detail::same_bits_on_every_rank(*data_group_, local_->parameters()); }
+bool GPTModelParallel::replicas_equal() {
+  if (fsdp_) return true;  // sharded: no rank holds a replica of another's part
+  return !data_group_ || detail::same_bits_on_every_rank(*data_group_, local_->parameters());
+}
 
 void GPTModelParallel::barrier() {
   if (world_) world_->barrier();

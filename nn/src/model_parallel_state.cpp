@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 
 #include "sharding.h"
 #include "tessera/autograd.h"
@@ -111,6 +112,8 @@ Tensor GPTModelParallel::gather_whole(size_t i, const Tensor& mine, DType dtype)
 
 StateDict GPTModelParallel::full_state_dict() {
   const NoGradGuard no_grad;
+  std::optional<FullyShardedDataParallel::FullParams> gathered;  // ZeRO-3: the local parameters whole meanwhile
+  if (fsdp_) gathered.emplace(fsdp_->summon_full_params());
   std::vector<Tensor> mine(whole_.size());
   for (const LocalParameter& p : local_params_) {
     if (owns(p)) mine[p.whole] = p.tensor;
@@ -134,16 +137,26 @@ void GPTModelParallel::load_full_state_dict(const StateDict& state) {
   }
 
   const NoGradGuard no_grad;
+  std::optional<FullyShardedDataParallel::FullParams> gathered;  // ZeRO-3: written whole, then sharded back
+  if (fsdp_) gathered.emplace(fsdp_->summon_full_params());
   for (const LocalParameter& p : local_params_) {
     for (auto& [whole_part, local_part] : pieces(whole_[p.whole].name, state.at(whole_[p.whole].name), p.tensor))
       local_part.copy_(whole_part);
   }
+  if (!fsdp_) return;
+  StateDict local;
+  for (const auto& [name, t] : local_->state_dict()) local[name] = t.detach().clone();
+  gathered.reset();
+  fsdp_->load_full_state_dict(local);
 }
 
 StateDict GPTModelParallel::optimizer_state_dict(const Optimizer& optimizer) {
+  // Under ZeRO-3 the optimizer steps shards: its state, gathered over the replicas, is that of an
+  // optimizer on the local parameters' groups, per parameter (local_groups_).
+  const StateDict local = fsdp_ ? fsdp_->optimizer_state_dict(optimizer) : optimizer.state_dict();
   // The local optimizer's (group, index) -> this rank's parameter record.
   std::map<std::pair<size_t, size_t>, const LocalParameter*> at;
-  const auto& groups = optimizer.param_groups();
+  const auto& groups = fsdp_ ? local_groups_ : optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t k = 0; k < groups[g].params.size(); ++k) {
       at[{g, k}] = &record_of(local_params_, groups[g].params[k], g, k);
@@ -153,7 +166,6 @@ StateDict GPTModelParallel::optimizer_state_dict(const Optimizer& optimizer) {
   constexpr size_t kNames = std::size(kStateNames);
   std::vector<Tensor> mine(whole_.size() * kNames);
   Tensor present = zeros({static_cast<int64_t>(mine.size())}, DType::i32, kCPU);
-  const StateDict local = optimizer.state_dict();
   for (const auto& [key, t] : local) {
     const auto k = detail::parse_optimizer_state_key(key);
     if (!k) continue;
@@ -188,7 +200,7 @@ void GPTModelParallel::load_optimizer_state_dict(Optimizer& optimizer, const Sta
   std::map<std::pair<size_t, size_t>, size_t> whole_at;  // the unsplit optimizer's (group, index) -> whole_
   for (size_t i = 0; i < whole_.size(); ++i) whole_at[{whole_[i].group, whole_[i].index}] = i;
   std::vector<std::vector<std::pair<size_t, size_t>>> holders(whole_.size());  // whole_ -> the local (group, index) holding it
-  const auto& groups = optimizer.param_groups();
+  const auto& groups = fsdp_ ? local_groups_ : optimizer.param_groups();
   StateDict mine;
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t k = 0; k < groups[g].params.size(); ++k) {
@@ -218,7 +230,8 @@ void GPTModelParallel::load_optimizer_state_dict(Optimizer& optimizer, const Sta
       mine[detail::optimizer_state_key(g, i, k->name)] = part;
     }
   }
-  optimizer.load_state_dict(mine);  // moves each state to its parameter's device
+  if (fsdp_) fsdp_->load_optimizer_state_dict(optimizer, mine);  // each replica keeps its slices
+  else optimizer.load_state_dict(mine);                          // moves each state to its parameter's device
 }
 
 }  // namespace tessera::nn

@@ -179,6 +179,10 @@ void Pipeline::tie(int64_t stage_a, const std::string& a, int64_t stage_b, const
   tied_.emplace_back(ta, tb);
 }
 
+void Pipeline::redirect_tied(const std::function<Tensor(const Tensor&)>& holder) {
+  for (auto& tied : tied_ranked_) tied.local = holder(tied.local);
+}
+
 std::vector<Tensor> Pipeline::parameters() const {
   std::vector<Tensor> p;
   for (const ModulePtr& s : stages_) {

@@ -4,7 +4,8 @@
 # parallel 2 on 4 ranks, then 10 more in one process and as tensor parallel 2 on 2 ranks; 10 steps
 # in one process, then 10 more as a 2-stage pipeline over 2 ranks. Each resumed run follows the
 # unbroken single-process run within 1e-4 at every step. The split run's file also resumes fully
-# sharded (ZeRO-3) as it resumes under DDP (the plain loader), `tessera generate` reads it, and
+# sharded (ZeRO-3), and as a 2-stage pipeline sharded over 2 replicas (--pipeline 2 --zero 3 on 4
+# ranks), as it resumes under DDP (the plain loader), `tessera generate` reads it, and
 # --export of a tensor-parallel run writes the whole GPT.
 #   checkpoint_model_parallel.sh <mpiexec> <tessera> <work dir>
 set -euo pipefail
@@ -25,11 +26,13 @@ run() {  # run NAME [mpiexec -n N] ARGS...: the log and JSON report as NAME
 run single "$tessera" "${common[@]}" --steps 20
 run pp-tp "$mpiexec" -n 4 "$tessera" "${common[@]}" --steps 10 --pipeline 2 --tensor-parallel 2 --micro-batches 2 \
   --checkpoint "$dir/split.safetensors"
-for copy in one tp ddp zero; do cp "$dir/split.safetensors" "$dir/$copy.safetensors"; done
+for copy in one tp ddp zero ppzero; do cp "$dir/split.safetensors" "$dir/$copy.safetensors"; done
 run resumed-one "$tessera" "${common[@]}" --steps 20 --checkpoint "$dir/one.safetensors" --resume
 run resumed-tp "$mpiexec" -n 2 "$tessera" "${common[@]}" --steps 20 --tensor-parallel 2 --checkpoint "$dir/tp.safetensors" --resume
 run resumed-ddp "$mpiexec" -n 2 "$tessera" "${common[@]}" --steps 20 --distributed --checkpoint "$dir/ddp.safetensors" --resume
 run resumed-zero "$mpiexec" -n 2 "$tessera" "${common[@]}" --steps 20 --zero 3 --checkpoint "$dir/zero.safetensors" --resume
+run resumed-ppzero "$mpiexec" -n 4 "$tessera" "${common[@]}" --steps 20 --pipeline 2 --micro-batches 2 --zero 3 \
+  --checkpoint "$dir/ppzero.safetensors" --resume
 run half "$tessera" "${common[@]}" --steps 10 --checkpoint "$dir/whole.safetensors"
 run resumed-pp "$mpiexec" -n 2 "$tessera" "${common[@]}" --steps 20 --pipeline 2 --micro-batches 2 --checkpoint "$dir/whole.safetensors" \
   --resume
@@ -38,13 +41,14 @@ cat "$dir/pp-tp.log" "$dir/resumed-tp.log"
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
-r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-tp", "resumed-one", "resumed-tp", "resumed-ddp", "resumed-zero", "half", "resumed-pp")}
+r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-tp", "resumed-one", "resumed-tp", "resumed-ddp", "resumed-zero",
+                                                   "resumed-ppzero", "half", "resumed-pp")}
 def worst(name, ref, first, count):
     got, want = r[name]["step_losses"], r[ref]["step_losses"][first:first + count]
     assert len(got) == count == len(want), f"{name}: {len(got)} steps, expected {count}"
     return max(abs(x - y) / y for x, y in zip(got, want))
 checks = (("pp-tp", "single", 0), ("resumed-one", "single", 10), ("resumed-tp", "single", 10), ("resumed-pp", "single", 10),
-          ("resumed-zero", "resumed-ddp", 0))
+          ("resumed-zero", "resumed-ddp", 0), ("resumed-ppzero", "resumed-ddp", 0))
 for name, ref, first in checks:
     w = worst(name, ref, first, 10)
     print(f"{name:12s} vs {ref:11s} steps {first + 1}-{first + 10}: worst relative step-loss difference {w:.2e}; "
@@ -52,7 +56,9 @@ for name, ref, first in checks:
     assert w <= 1e-4, f"{name} does not follow {ref}"
 for name in ("resumed-one", "resumed-tp", "resumed-pp"):
     assert abs(r[name]["val_loss"] - r["single"]["val_loss"]) <= 1e-4 * r["single"]["val_loss"], f"{name}'s validation loss is not single's"
-assert abs(r["resumed-zero"]["val_loss"] - r["resumed-ddp"]["val_loss"]) <= 1e-4 * r["resumed-ddp"]["val_loss"]
+for name in ("resumed-zero", "resumed-ppzero"):
+    assert abs(r[name]["val_loss"] - r["resumed-ddp"]["val_loss"]) <= 1e-4 * r["resumed-ddp"]["val_loss"], f"{name}'s validation loss"
+assert r["resumed-ppzero"]["layout"] == {"pipeline": 2, "tensor_parallel": 1, "data_parallel": 2, "zero": 3}
 assert r["single"]["step_losses"][0] - r["single"]["val_loss"] > 0.5, "the single-process run did not learn"
 PY
 info=$("$tessera" info 2> /dev/null)  # whole, then searched: grep -q on the pipe would end it early (SIGPIPE under pipefail)

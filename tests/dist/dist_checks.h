@@ -21,3 +21,4 @@ void check_fsdp(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_fsdp_memory(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_tensor_parallel_gpt(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_pipeline_tensor_parallel_gpt(tessera::dist::ProcessGroup& pg, tessera::Device dev);
+void check_model_parallel_zero3(tessera::dist::ProcessGroup& pg, tessera::Device dev);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `tessera train --model gpt` split across ranks: --pipeline 2 (in one process, and one stage
 # per rank under mpirun), --tensor-parallel 2, pipeline 2 x tensor parallel 2 on 4 ranks, and
-# pipeline 2 x data parallel 2 on 4 ranks, each following its reference run (the single process,
-# or DDP over the same replicas' windows) within 1e-4 at every step, clipping included (--clip 1
+# pipeline 2 x data parallel 2 on 4 ranks, and each rank's part fully sharded over 2 replicas
+# (--zero 3 with --pipeline 2 and --tensor-parallel 2 on 4 ranks, with both on 8), each following its
+# reference run (the single process, or DDP over the same replicas' windows) within 1e-4 at every step, clipping included (--clip 1
 # clips the first steps: the whole model's norm is summed over stages and shards, each weight
 # once). 3 ranks for pipeline 2 x tensor parallel 2 are refused with the reason. A GPT whose
 # parameters, gradients and Adam state exceed --memory-limit fails in one process and trains
@@ -28,7 +29,11 @@ run tp "$mpiexec" -n 2 "$tessera" "${common[@]}" --tensor-parallel 2
 run pp-tp "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 --micro-batches 4
 run ddp "$mpiexec" -n 2 "$tessera" "${common[@]}" --distributed
 run pp-dp "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --micro-batches 2
-cat "$dir/pp-tp.log" "$dir/pp-dp.log"
+run pp-zero "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --micro-batches 2 --zero 3
+run tp-zero "$mpiexec" -n 4 "$tessera" "${common[@]}" --tensor-parallel 2 --zero 3
+run pp-tp-zero "$mpiexec" -n 8 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 --micro-batches 2 --zero 3
+cat "$dir/pp-tp.log" "$dir/pp-dp.log" "$dir/pp-tp-zero.log"
+grep -q "fully sharded (ZeRO-3) over the 2 data-parallel replicas" "$dir/pp-tp-zero.log"
 grep -q "layout: 4 ranks = pipeline 2 x tensor parallel 2 x data parallel 1" "$dir/pp-tp.log"
 grep -q "stage 1, replica 0: ranks 2, 3" "$dir/pp-tp.log"
 grep -q "pipeline: 2 stages x 4 micro-batches (1f1b): bubble fraction 0.2 " "$dir/pp-tp.log"
@@ -37,17 +42,20 @@ grep -q "data parallel: the 2 replicas' parameters bitwise equal" "$dir/pp-dp.lo
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
-r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-local", "pp", "tp", "pp-tp", "ddp", "pp-dp")}
+r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-local", "pp", "tp", "pp-tp", "ddp", "pp-dp", "pp-zero", "tp-zero",
+                                                   "pp-tp-zero")}
 def worst(a, b):
     assert len(r[a]["step_losses"]) == len(r[b]["step_losses"]) == 30
     return max(abs(x - y) / x for x, y in zip(r[a]["step_losses"], r[b]["step_losses"]))
-for name, ref in (("pp-local", "single"), ("pp", "single"), ("tp", "single"), ("pp-tp", "single"), ("pp-dp", "ddp")):
+for name, ref in (("pp-local", "single"), ("pp", "single"), ("tp", "single"), ("pp-tp", "single"), ("pp-dp", "ddp"), ("pp-zero", "ddp"),
+                  ("tp-zero", "ddp"), ("pp-tp-zero", "ddp")):
     w = worst(name, ref)
-    print(f"{name:9s} vs {ref:6s}: worst relative step-loss difference over 30 steps {w:.2e}; val loss {r[name]['val_loss']:.4f} vs {r[ref]['val_loss']:.4f}")
+    print(f"{name:10s} vs {ref:6s}: worst relative step-loss difference over 30 steps {w:.2e}; val loss {r[name]['val_loss']:.4f} vs {r[ref]['val_loss']:.4f}")
     assert w <= 1e-4, f"{name} does not follow {ref}"
     assert abs(r[name]["val_loss"] - r[ref]["val_loss"]) <= 1e-4 * r[ref]["val_loss"], f"{name}'s validation loss is not {ref}'s"
 assert r["single"]["step_losses"][0] - r["single"]["val_loss"] > 0.5, "the single-process run did not learn"
-assert r["pp-tp"]["layout"] == {"pipeline": 2, "tensor_parallel": 2, "data_parallel": 1}
+assert r["pp-tp"]["layout"] == {"pipeline": 2, "tensor_parallel": 2, "data_parallel": 1, "zero": 0}
+assert r["pp-tp-zero"]["layout"] == {"pipeline": 2, "tensor_parallel": 2, "data_parallel": 2, "zero": 3}
 assert r["pp"]["pipeline"]["schedule"] == "gpipe" and abs(r["pp"]["pipeline"]["bubble_fraction"] - 0.2) < 1e-9
 PY
 if "$mpiexec" -n 3 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 > "$dir/three.log" 2>&1; then
@@ -55,6 +63,10 @@ if "$mpiexec" -n 3 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 > 
 fi
 grep -q "3 ranks do not lay out as pipeline 2 x tensor parallel 2: each model replica takes 4 ranks" "$dir/three.log" ||
   { cat "$dir/three.log"; echo "FAIL: no reason given for 3 ranks"; exit 1; }
+if "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 --zero 3 > "$dir/one-replica.log" 2>&1; then
+  echo "FAIL: --zero 3 ran with one replica to shard over"; exit 1
+fi
+grep -q "4 ranks leave one: launch 8" "$dir/one-replica.log" || { cat "$dir/one-replica.log"; echo "FAIL: no reason given for --zero 3"; exit 1; }
 big=(train --model gpt --data "$dir/text" --steps 4 --eval-every 4 --layers 8 --heads 4 --dim 96 --context 16 --batch-size 4 --threads 1
      --memory-limit 14M)
 if "$tessera" "${big[@]}" > "$dir/big1.log" 2>&1; then echo "FAIL: the 900k-parameter GPT fit in 14 MiB on one device"; exit 1; fi

@@ -43,7 +43,11 @@ TEST_CASE("the Trainer trains a two-stage GPT pipeline in one process as it trai
   po.pipeline = 2, po.micro_batches = 4;
   GPTModelParallel mp(whole, nullptr, device(), po);  // copies of the weights, before the whole GPT trains
   TESSERA_CHECK_THROWS_WITH(GPTModelParallel(whole, nullptr, device(), GPTParallelOptions{}), "plain data parallelism");
-  TESSERA_CHECK_THROWS_WITH(GPTModelParallel(whole, nullptr, device(), GPTParallelOptions{.tensor = 2}), "needs ranks");
+  GPTParallelOptions refused;
+  refused.tensor = 2;
+  TESSERA_CHECK_THROWS_WITH(GPTModelParallel(whole, nullptr, device(), refused), "needs ranks");
+  refused.tensor = 1, refused.pipeline = 2, refused.zero3 = true;  // one process: no replicas to shard over
+  TESSERA_CHECK_THROWS_WITH(GPTModelParallel(whole, nullptr, device(), refused), "leave one: launch a multiple of 4 ranks");
 
   std::vector<int64_t> tokens;
   for (int64_t i = 0; i < 400; ++i) tokens.push_back((i * 7 + i / 13) % cfg.vocab);

@@ -6,6 +6,7 @@
 // reduce-scattered unit by unit while backward runs, so a rank never holds more than a couple of
 // units' full parameters and gradients besides its shards.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct FsdpOptions {
    *  matrices only): each unit keeps one flat shard per group, and param_groups() hands the
    *  optimizer the shards with each group's options. Empty: one group of every parameter. */
   std::vector<ParamGroup> param_groups;
+  /** Parameters of the root unit each given a flat of its own (its first element at offset 0), so
+   *  that two wrappers holding one weight shard it alike: a pipeline's tied token embedding on its
+   *  first and last stage, each stage sharded over its own data-parallel group, sums the two
+   *  stages' shard gradients element by element (shard_of()). */
+  std::vector<Tensor> own_flat;
 };
 
 /** What the sharded step did since the last reset_stats() (for tests and logs). */
@@ -62,6 +68,12 @@ class FullyShardedDataParallel {
   /** Gathers the root unit and runs the module (the units gather themselves). */
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
+  /** For a driver that calls the module itself (a pipeline runs its stage once per micro-batch):
+   *  gathers the root unit and starts recording the units' order afresh, as forward() does. Call
+   *  it once before a step's (or an evaluation's) first forward; finish_gradient_sync() frees the
+   *  root. Several forwards and backwards in any interleaving may follow (1F1B): each unit gathers
+   *  itself, and each backward reduce-scatters what it produced. */
+  void begin_forward();
   Module& module() { return *module_; }
 
   /** This rank's shards, one flat tensor per unit and parameter group (the root's first). */
@@ -92,6 +104,12 @@ class FullyShardedDataParallel {
 
   /** The global gradient norm over every rank's shards, clipped to `max_norm` (a collective). */
   double clip_grad_norm_(double max_norm);
+  /** The shard (this rank's slice of the flat) of `param`, one of FsdpOptions::own_flat. */
+  Tensor shard_of(const Tensor& param) const;
+  /** The sum of squares of this rank's shard gradients over the elements of the parameters that
+   *  `counted` accepts (called with the module's parameter tensors), in f64; not a collective. For
+   *  a global norm that counts each weight once where several wrappers hold replicas of some. */
+  double grad_square_sum(const std::function<bool(const Tensor&)>& counted) const;
 
   /** The whole module's parameters and buffers, gathered (a collective; the same on every rank). */
   StateDict full_state_dict();

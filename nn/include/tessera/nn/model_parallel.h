@@ -12,6 +12,7 @@
 
 #include "tessera/dist.h"
 #include "tessera/nn/data.h"
+#include "tessera/nn/fsdp.h"
 #include "tessera/nn/models.h"
 #include "tessera/nn/optim.h"
 #include "tessera/nn/pipeline.h"
@@ -36,8 +37,11 @@ struct RankLayout {
 class ModelParallel {
  public:
   virtual ~ModelParallel() = default;
-  /** This rank's part of the model (train/eval mode, the optimizer's parameters). */
+  /** This rank's part of the model (train/eval mode). */
   virtual Module& local_module() = 0;
+  /** The groups to build the optimizer on: local_module()'s parameters in the groups the unsplit
+   *  model has (matrices decay, the rest do not), or under ZeRO-3 their shards in those groups. */
+  virtual std::vector<ParamGroup> param_groups() = 0;
   /** Forward and backward of one batch, each loss scaled by `scale` before backward (gradient
    *  accumulation); returns the batch's unscaled mean loss, the same on every rank of the replica. */
   virtual double train_batch(const Batch& b, double scale) = 0;
@@ -75,6 +79,12 @@ struct GPTParallelOptions {
   int pipeline = 1, tensor = 1;
   int64_t micro_batches = 1;  ///< per replica's batch (pipeline > 1)
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  /** ZeRO-3 over the data-parallel replicas (world / (pipeline x tensor) of them, at least 2):
+   *  each rank keeps 1/data of its stage's (and tensor-parallel shard's) parameters, gradients
+   *  and optimizer state, each block gathered for its forward and backward. */
+  bool zero3 = false;
+  /** The optimizer's options for param_groups() (its learning rate and weight decay). */
+  OptimOptions optimizer;
 };
 
 /**
@@ -90,6 +100,7 @@ class GPTModelParallel final : public ModelParallel {
  public:
   GPTModelParallel(const GPT& whole, std::shared_ptr<dist::ProcessGroup> world, Device device, const GPTParallelOptions& options);
   Module& local_module() override { return *local_; }
+  std::vector<ParamGroup> param_groups() override;
   double train_batch(const Batch& b, double scale) override;
   double eval_batch(const Batch& b) override;
   void finish_gradient_sync() override;
@@ -105,6 +116,8 @@ class GPTModelParallel final : public ModelParallel {
   void load_optimizer_state_dict(Optimizer& optimizer, const StateDict& state) override;
   /** The pipeline's schedule figures (null without a pipeline). */
   const Pipeline* pipeline() const { return pipeline_.get(); }
+  /** The ZeRO-3 wrapper of local_module() over the data-parallel group (null without zero3). */
+  const FullyShardedDataParallel* fully_sharded() const { return fsdp_.get(); }
 
  private:
   // One parameter of the unsplit GPT: its name, shape and place in weight_decay_groups.
@@ -129,6 +142,8 @@ class GPTModelParallel final : public ModelParallel {
   std::vector<std::pair<Tensor, Tensor>> pieces(const std::string& whole_name, const Tensor& whole, const Tensor& local) const;
   /** The whole parameter `i` (or a state shaped like it), each rank adding the parts it owns. */
   Tensor gather_whole(size_t i, const Tensor& mine, DType dtype);
+  /** Under zero3: local_module() sharded over the data-parallel group (its blocks the units). */
+  void shard_over_replicas(const OptimOptions& options, const std::string& tied_name);
   RankLayout layout_;
   std::vector<WholeParameter> whole_;
   std::vector<LocalParameter> local_params_;
@@ -136,6 +151,8 @@ class GPTModelParallel final : public ModelParallel {
   std::unique_ptr<Pipeline> pipeline_;
   ModulePtr local_;                   // the stage (ranked), the stages (in process) or the tensor-parallel GPT
   std::vector<Tensor> counted_once_;  // the gradients the global norm sums on this rank
+  std::vector<ParamGroup> local_groups_;  // local_'s parameters in the unsplit model's groups
+  std::unique_ptr<FullyShardedDataParallel> fsdp_;
 };
 
 }  // namespace tessera::nn

@@ -81,6 +81,11 @@ class Pipeline {
   /** Makes each tied pair's gradients their sum (train_step's end does it unless deferred).
    *  Ranked: every rank calls it. */
   void sync_tied_gradients();
+  /** Ranked: the tied exchange acts on `holder(weight)` in place of each tied weight this rank
+   *  holds. Under ZeRO-3 a stage's weights are sharded over its data-parallel replicas and the
+   *  gradient lives in the weight's shard (laid out alike on both stages): the shards' gradients
+   *  are summed, element by element, after their reduce-scatter. */
+  void redirect_tied(const std::function<Tensor(const Tensor&)>& holder);
 
   /** The parameters of this process's stages (for the optimizer). */
   std::vector<Tensor> parameters() const;
