@@ -148,10 +148,17 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     a.batch_size = auto_batch_size(task.trial, device, task.max_batch, group.get(), a.quiet, batch_report) * run.data_world;
   }
   manual_seed(static_cast<uint64_t>(a.seed));  // after the search, which draws from the generator
-  // Split across ranks or devices: the whole model is built on the host and each rank moves its part.
-  std::shared_ptr<nn::Module> model = model_parallel ? task.make_host_model() : task.make_model();
+  // Split across ranks or devices: built on the host, and each rank moves its part to its device. A
+  // pipeline of ranks builds only its stage's part; tensor parallelism (and one process) the whole.
+  const bool stage_part = model_parallel && run.world > 1 && a.pipeline > 1 && task.make_host_stage;
+  std::shared_ptr<nn::Module> model = stage_part       ? task.make_host_stage(layout->pipeline, layout->stage)
+                                      : model_parallel ? task.make_host_model()
+                                                       : task.make_model();
   std::string description = task.describe(*model, a);
-  const int64_t parameters = model->num_parameters();  // the whole model's (before a model-parallel split)
+  const int64_t parameters = [&model] {  // the whole model's
+    const auto* gpt = dynamic_cast<const nn::GPT*>(model.get());
+    return gpt ? gpt->whole_num_parameters() : model->num_parameters();
+  }();
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   std::unique_ptr<nn::FullyShardedDataParallel> fsdp;

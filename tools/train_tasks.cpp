@@ -165,6 +165,12 @@ TrainTask make_text_task(const TrainArgs& a, const RunContext& run) {
   };
   t.make_model = [build, place] { return build(place); };
   t.make_host_model = [build, place] { return build(nn::Placement{place.dtype, kCPU}); };
+  if (a.model == "gpt") {
+    t.make_host_stage = [a, vocab, place](int64_t stages, int64_t stage) -> std::shared_ptr<nn::Module> {
+      return std::make_shared<nn::GPT>(nn::GPTConfig{vocab, a.context, a.layers, a.heads, a.dim, a.dropout},
+                                       nn::Placement{place.dtype, kCPU}, nn::gpt_stage_blocks(a.layers, stages, stage));
+    };
+  }
   t.max_batch = int64_t{1} << 14;
   t.trial.loss = [precision, device, vocab, context = a.context](nn::Module& m, int64_t b) {
     const Tensor x = randint(0, vocab, {b, context}, DType::i64, device);
@@ -204,10 +210,11 @@ TrainTask make_text_task(const TrainArgs& a, const RunContext& run) {
   t.targets_per_sample = a.context;
   t.checkpoint_metadata = nn::language_model_metadata(t.model_config.dump(), corpus->vocab);
   t.describe = [corpus, device](const nn::Module& model, const TrainArgs& a) {
-    return detail::concat("training ", a.model, " (", model.num_parameters(), " parameters) on ", device.str(), ": ", corpus->source, ", ",
-                          corpus->bytes, " characters (vocab ", corpus->vocab.size(), "), ", a.steps, " steps x ",
-                          a.batch_size * a.grad_accumulation, " x ", a.context, " tokens, ", a.optimizer, " lr ", a.lr, " wd ",
-                          a.weight_decay, ", precision ", a.precision);
+    const auto* gpt = dynamic_cast<const nn::GPT*>(&model);  // a pipeline stage's part counts the whole
+    return detail::concat("training ", a.model, " (", gpt ? gpt->whole_num_parameters() : model.num_parameters(), " parameters) on ",
+                          device.str(), ": ", corpus->source, ", ", corpus->bytes, " characters (vocab ", corpus->vocab.size(), "), ",
+                          a.steps, " steps x ", a.batch_size * a.grad_accumulation, " x ", a.context, " tokens, ", a.optimizer, " lr ",
+                          a.lr, " wd ", a.weight_decay, ", precision ", a.precision);
   };
   t.print_epoch = [start = std::chrono::steady_clock::now()](const nn::EpochStats& s, const TrainArgs& a) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

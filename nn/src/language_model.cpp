@@ -64,7 +64,20 @@ Tensor GPTBlock::forward(const Tensor& x, Tensor* k_cache, Tensor* v_cache) {
   return dropout_add(m, y, p, is_training());
 }
 
-GPT::GPT(const GPTConfig& c, Placement p) : config_(c) {
+GPT::GPT(const GPTConfig& c, Placement p) : GPT(c, p, GPTBlockRange{0, c.layers}) {}
+
+GPTBlockRange gpt_stage_blocks(int64_t layers, int64_t stages, int64_t stage) {
+  TESSERA_CHECK(stages >= 1 && stages <= layers && stage >= 0 && stage < stages, "GPT", "stage ", stage, " of ", stages, " over ", layers,
+                " blocks (each stage needs a block)");
+  GPTBlockRange r;
+  for (int64_t s = 0; s <= stage; ++s) {
+    r.first += r.count;
+    r.count = layers / stages + (s < layers % stages ? 1 : 0);
+  }
+  return r;
+}
+
+GPT::GPT(const GPTConfig& c, Placement p, GPTBlockRange built) : config_(c) {
   TESSERA_CHECK(c.vocab > 0 && c.context > 0 && c.layers > 0 && c.heads > 0 && c.dim > 0 && c.dim % c.heads == 0, "GPT",
                 "need positive sizes and dim divisible by heads, got vocab ", c.vocab, ", context ", c.context, ", layers ",
                 c.layers, ", heads ", c.heads, ", dim ", c.dim);
@@ -76,8 +89,30 @@ GPT::GPT(const GPTConfig& c, Placement p) : config_(c) {
     tok->weight.copy_(randn(tok->weight.shape(), p.dtype, p.device, nullptr, 0.0, 0.02));
     pos->weight.copy_(randn(pos->weight.shape(), p.dtype, p.device, nullptr, 0.0, 0.02));
   }
-  for (int64_t l = 0; l < c.layers; ++l) blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<GPTBlock>(c, p)));
+  TESSERA_CHECK(built.first >= 0 && built.count >= 1 && built.first + built.count <= c.layers, "GPT", "blocks ", built.first, "..",
+                built.first + built.count - 1, " of a GPT of ", c.layers, " blocks");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    if (l >= built.first && l < built.first + built.count) {
+      blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<GPTBlock>(c, p)));
+    } else {
+      // A block of width 1 on the host makes the same draws as a full one (one per tensor, whatever
+      // its size): the generator moves on exactly as the whole GPT's does.
+      GPTBlock skipped(GPTConfig{c.vocab, c.context, c.layers, 1, 1, c.dropout}, Placement{DType::f32, kCPU});
+      blocks.push_back(nullptr);
+    }
+  }
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(Shape{c.dim}, 1e-5, true, p));
+}
+
+bool GPT::is_whole() const {
+  return std::all_of(blocks.begin(), blocks.end(), [](const auto& b) { return b != nullptr; });
+}
+
+int64_t GPT::whole_num_parameters() const {
+  int64_t n = num_parameters(), per_block = 0;
+  for (const auto& b : blocks) per_block = b ? b->num_parameters() : per_block;
+  for (const auto& b : blocks) n += b ? 0 : per_block;
+  return n;
 }
 
 Tensor GPT::forward_incremental(const Tensor& tokens, DecodeState& state) { return run(tokens, &state); }
@@ -88,6 +123,7 @@ Tensor GPT::run(const Tensor& tokens, DecodeState* state) {
   const int64_t start = state ? state->length : 0, t = tokens.size(1);
   TESSERA_CHECK(start + t <= config_.context && t > 0, "GPT", "positions ", start, "..", start + t - 1, " exceed the context of ",
                 config_.context);
+  TESSERA_CHECK(is_whole(), "GPT", "this GPT is a part built for a pipeline stage (some blocks were skipped): it does not run forward");
   const Tensor positions = arange(static_cast<double>(start), static_cast<double>(start + t), 1.0, DType::i64, tokens.device());
   Tensor x = dropout(add(tok->forward(tokens), pos->forward(positions)), config_.dropout, is_training());
   if (state && state->tensors.size() != 2 * blocks.size()) state->tensors.assign(2 * blocks.size(), Tensor());

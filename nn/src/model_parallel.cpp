@@ -73,6 +73,9 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
   const GPTConfig& c = whole.config();
   TESSERA_CHECK(c.heads % options.tensor == 0 && c.vocab % options.tensor == 0, "model parallel", "tensor parallel ", options.tensor,
                 " splits heads and vocabulary evenly: ", c.heads, " heads and a vocabulary of ", c.vocab, " do not divide by it");
+  TESSERA_CHECK(whole.is_whole() || (w > 1 && options.pipeline > 1), "model parallel",
+                "a GPT built in part (for one pipeline stage) splits only as a pipeline of ranks; ",
+                w == 1 ? "in one process every stage needs its blocks" : "tensor parallelism alone needs every block");
   const RankLayout& l = layout_;
   const int last = options.pipeline - 1;
   TESSERA_CHECK(!options.zero3 || l.data > 1, "model parallel",
@@ -101,7 +104,7 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
     if (l.data > 1) data_group_ = world_->split(l.stage * l.tensor + l.tensor_rank, l.replica);
     std::string tied_head;
     if (l.pipeline > 1) {
-      GPTStages split = split_gpt(whole, l.pipeline, tensor_group_);
+      GPTStages split = split_gpt(whole, l.pipeline, tensor_group_, l.stage);  // this stage only: `whole` may be its part
       local_ = split.stages[static_cast<size_t>(l.stage)];
       pipeline_ = std::make_unique<Pipeline>(local_, pipeline_group_, device, options.schedule, options.micro_batches);
       pipeline_->tie(0, split.embedding, last, split.head);

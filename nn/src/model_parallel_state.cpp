@@ -60,13 +60,33 @@ std::string GPTModelParallel::whole_name_of(const std::string& local_name) const
   return n;
 }
 
-void GPTModelParallel::index_parameters(const GPT& whole) {
+// The unsplit GPT's parameters in its order (tok, pos, the blocks, ln_f), also for a part built
+// for one stage: a skipped block's names and shapes are those of a built one.
+static std::vector<std::pair<std::string, Tensor>> whole_parameters(const GPT& whole) {
+  std::vector<std::pair<std::string, Tensor>> out, block, tail;
+  for (const auto& b : whole.blocks) {
+    if (b) block = b->named_parameters();
+  }
+  for (auto& [name, t] : whole.named_parameters()) {
+    if (name.rfind("block", 0) == 0) continue;
+    (name.rfind("ln_f.", 0) == 0 ? tail : out).emplace_back(name, t);
+  }
+  for (size_t l = 0; l < whole.blocks.size(); ++l) {
+    for (const auto& [name, t] : whole.blocks[l] ? whole.blocks[l]->named_parameters() : block)
+      out.emplace_back("block" + std::to_string(l) + "." + name, t);
+  }
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
+void GPTModelParallel::index_parameters(const GPT& gpt) {
+  const auto parameters = whole_parameters(gpt);
   // The unsplit GPT's optimizer groups (weight_decay_groups): matrices decay, the rest do not.
   size_t counts[2] = {0, 0};
   bool any_matrix = false;
-  for (const auto& [name, t] : whole.named_parameters()) any_matrix = any_matrix || t.dim() >= 2;
+  for (const auto& [name, t] : parameters) any_matrix = any_matrix || t.dim() >= 2;
   std::map<std::string, size_t> by_name;
-  for (const auto& [name, t] : whole.named_parameters()) {
+  for (const auto& [name, t] : parameters) {
     const size_t group = t.dim() >= 2 || !any_matrix ? 0 : 1;
     by_name[name] = whole_.size();
     whole_.push_back(WholeParameter{name, t.shape(), t.dtype(), group, counts[group]++});

@@ -10,6 +10,7 @@ namespace {
 
 // Block `l` of `gpt` for this stage: a copy, or its tensor-parallel split.
 ModulePtr stage_block(const GPT& gpt, int64_t l, const std::shared_ptr<dist::ProcessGroup>& tp, Placement p) {
+  TESSERA_CHECK(gpt.blocks[l] != nullptr, "split_gpt", "block ", l, " of the GPT was not built (a part built for another stage)");
   if (tp) return std::make_shared<tp::ParallelGPTBlock>(*gpt.blocks[l], gpt.config().heads, tp);
   auto copy = std::make_shared<GPTBlock>(gpt.config(), p);
   copy->load_state_dict(gpt.blocks[l]->state_dict());
@@ -83,21 +84,22 @@ class GPTBlocksStage : public Module {
 
 }  // namespace
 
-GPTStages split_gpt(const GPT& gpt, int64_t stages, std::shared_ptr<dist::ProcessGroup> tensor_parallel) {
+GPTStages split_gpt(const GPT& gpt, int64_t stages, std::shared_ptr<dist::ProcessGroup> tensor_parallel, int64_t only_stage) {
   const auto layers = static_cast<int64_t>(gpt.blocks.size());
   TESSERA_CHECK(stages >= 2 && stages <= layers, "split_gpt", "a GPT of ", layers, " blocks splits into 2..", layers, " stages, not ",
                 stages);
+  TESSERA_CHECK(only_stage >= -1 && only_stage < stages, "split_gpt", "stage ", only_stage, " of ", stages);
   const Placement p{gpt.tok->weight.dtype(), gpt.tok->weight.device()};
   GPTStages out;
-  int64_t first = 0;
   for (int64_t s = 0; s < stages; ++s) {
-    const int64_t count = layers / stages + (s < layers % stages ? 1 : 0);
-    if (s == 0) {
-      out.stages.push_back(std::make_shared<GPTEmbedStage>(gpt, first, count, tensor_parallel, p));
+    const GPTBlockRange r = gpt_stage_blocks(layers, stages, s);
+    if (only_stage >= 0 && s != only_stage) {
+      out.stages.push_back(nullptr);
+    } else if (s == 0) {
+      out.stages.push_back(std::make_shared<GPTEmbedStage>(gpt, r.first, r.count, tensor_parallel, p));
     } else {
-      out.stages.push_back(std::make_shared<GPTBlocksStage>(gpt, first, count, s == stages - 1, tensor_parallel, p));
+      out.stages.push_back(std::make_shared<GPTBlocksStage>(gpt, r.first, r.count, s == stages - 1, tensor_parallel, p));
     }
-    first += count;
   }
   return out;
 }

@@ -22,3 +22,4 @@ void check_fsdp_memory(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_tensor_parallel_gpt(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_pipeline_tensor_parallel_gpt(tessera::dist::ProcessGroup& pg, tessera::Device dev);
 void check_model_parallel_zero3(tessera::dist::ProcessGroup& pg, tessera::Device dev);
+void check_pipeline_gpt_part(tessera::dist::ProcessGroup& pg, tessera::Device dev);

@@ -2,7 +2,8 @@
 //   dist_test collectives|ddp|zero|tensor-parallel <device>   every rank checks, prints failures, exits non-zero on any
 //   dist_test zero-save|zero-load <device> <path>   ZeRO-1 state across world sizes (zero_resume.sh)
 //   dist_test fsdp|fsdp-memory <device>   ZeRO-3: a GPT against one rank; its memory against DDP's (fsdp_checks.cpp)
-//   dist_test model-parallel-zero3 <device>   ZeRO-3 x pipeline / tensor parallel on 4 ranks (model_parallel_zero3_check.cpp)
+//   dist_test pipeline-gpt-part <device>   each stage's rank builds only its part of the GPT (model_parallel_checks.cpp)
+//   dist_test model-parallel-zero3 <device>   ZeRO-3 x pipeline / tensor parallel on 4 ranks (model_parallel_checks.cpp)
 //   dist_test pipeline|pipeline-gpt <device>   send/recv, the ranked pipeline, a pipelined GPT (2 ranks)
 //   dist_test hang|die|pipeline-die|p2p-unbatched   the watchdog cases (tests/dist/watchdog.sh)
 // A plain program, not doctest: doctest's discovery would run it without mpirun at build time.
@@ -485,6 +486,8 @@ int main(int argc, char** argv) {
       check_tensor_parallel_gpt(*pg, dev);
     } else if (mode == "fsdp") {
       check_fsdp(*pg, dev);
+    } else if (mode == "pipeline-gpt-part") {
+      check_pipeline_gpt_part(*pg, dev);
     } else if (mode == "model-parallel-zero3") {
       check_model_parallel_zero3(*pg, dev);
     } else if (mode == "fsdp-memory") {
@@ -535,7 +538,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: dist_test "
-                   "collectives|ddp|zero|tensor-parallel|tensor-parallel-gpt|pipeline-tensor-parallel-gpt|model-parallel-zero3|fsdp|"
+                   "collectives|ddp|zero|tensor-parallel|tensor-parallel-gpt|pipeline-tensor-parallel-gpt|pipeline-gpt-part|"
+                   "model-parallel-zero3|fsdp|"
                    "fsdp-memory|pipeline|"
                    "pipeline-gpt|hang|die|pipeline-die "
                    "[device] | "

@@ -2,7 +2,8 @@
 // driven by the Trainer: a two-stage GPT pipeline in one process (emulated:0 and emulated:1 on
 // the emulated device) trains as the whole GPT does, with gradient accumulation across
 // pipeline steps and clipping by the whole model's norm; its checkpoint holds the whole GPT and
-// resumes under another layout. Across ranks: tests/dist.
+// resumes under another layout; a GPT built in part for one stage holds the whole GPT's weights.
+// Across ranks: tests/dist.
 #include <unistd.h>
 
 #include <cmath>
@@ -212,4 +213,43 @@ TEST_CASE("a GPT built on the host and split: each device receives its stage's p
     CAPTURE(name);
     CHECK(amax(abs(sub(gathered.at(name), t))).item<double>() == 0.0);  // the parts put back are the whole, bit for bit
   }
+}
+
+TEST_CASE("a GPT built in part for one pipeline stage holds that stage's blocks, bit for bit the whole GPT's") {
+  const GPTConfig cfg{16, 8, 5, 2, 16, 0.0};
+  manual_seed(7);
+  const GPT whole(cfg, Placement{DType::f32, device()});
+  const uint64_t after_whole = default_generator().offset();
+  const GPTStages whole_split = split_gpt(whole, 2);
+  for (int64_t stage = 0; stage < 2; ++stage) {
+    CAPTURE(stage);
+    const GPTBlockRange range = gpt_stage_blocks(cfg.layers, 2, stage);
+    CHECK(range.first == (stage == 0 ? 0 : 3));
+    CHECK(range.count == (stage == 0 ? 3 : 2));  // the first stage takes the odd block
+    manual_seed(7);
+    const GPT part(cfg, Placement{DType::f32, device()}, range);
+    CHECK(default_generator().offset() == after_whole);  // later draws (dropout, data) are the whole run's
+    CHECK_FALSE(part.is_whole());
+    CHECK(part.whole_num_parameters() == whole.num_parameters());
+    CHECK(part.num_parameters() < whole.num_parameters());
+    for (int64_t l = 0; l < cfg.layers; ++l) CHECK((part.blocks[l] != nullptr) == (l >= range.first && l < range.first + range.count));
+    const StateDict want = whole.state_dict();
+    for (const auto& [name, t] : part.state_dict()) {
+      CAPTURE(name);
+      CHECK(amax(abs(sub(t, want.at(name)))).item<double>() == 0.0);
+    }
+    const GPTStages mine = split_gpt(part, 2, nullptr, stage);
+    CHECK(mine.stages[static_cast<size_t>(1 - stage)] == nullptr);
+    const StateDict from_whole = whole_split.stages[static_cast<size_t>(stage)]->state_dict();
+    for (const auto& [name, t] : mine.stages[static_cast<size_t>(stage)]->state_dict()) {
+      CAPTURE(name);
+      CHECK(amax(abs(sub(t, from_whole.at(name)))).item<double>() == 0.0);
+    }
+    TESSERA_CHECK_THROWS_WITH(split_gpt(part, 2, nullptr, 1 - stage), "was not built");
+    TESSERA_CHECK_THROWS_WITH(const_cast<GPT&>(part).forward(zeros({1, 4}, DType::i64, device())), "part built for a pipeline stage");
+    GPTParallelOptions po;
+    po.pipeline = 2;
+    TESSERA_CHECK_THROWS_WITH(GPTModelParallel(part, nullptr, device(), po), "splits only as a pipeline of ranks");
+  }
+  TESSERA_CHECK_THROWS_WITH(gpt_stage_blocks(2, 3, 0), "each stage needs a block");
 }

@@ -58,9 +58,30 @@ class GPTBlock : public Module {
   double dropout_;
 };
 
+/** Blocks [first, first + count) of a GPT: the part one pipeline stage holds. */
+struct GPTBlockRange {
+  int64_t first = 0, count = 0;
+};
+/** Stage `stage` of `stages` over `layers` blocks: the blocks spread evenly, the first stages
+ *  taking one more where they do not divide (split_gpt's layout). */
+GPTBlockRange gpt_stage_blocks(int64_t layers, int64_t stages, int64_t stage);
+
 class GPT : public LanguageModel {
  public:
   GPT(const GPTConfig& c, Placement p = {});
+  /**
+   * Part of the GPT for one pipeline stage's rank: the embeddings, the final norm and only the
+   * blocks in `built` (the others stay null and unregistered). Each skipped block's random draws
+   * are skipped too (the generator moves on as if it had been built), so every weight built is
+   * the whole GPT's of the same seed, and the generator ends where the whole GPT's leaves it.
+   * GPTModelParallel takes it in place of the whole GPT for a pipeline of ranks: no rank's host
+   * then holds the whole model. It does not run forward.
+   */
+  GPT(const GPTConfig& c, Placement p, GPTBlockRange built);
+  /** False for a part built with a GPTBlockRange short of every block. */
+  bool is_whole() const;
+  /** The whole GPT's parameter count (a part counts the blocks it skipped too). */
+  int64_t whole_num_parameters() const;
   Tensor forward(const Tensor& tokens) override { return run(tokens, nullptr); }
   Tensor forward_incremental(const Tensor& tokens, DecodeState& state) override;
   int64_t vocab_size() const override { return config_.vocab; }

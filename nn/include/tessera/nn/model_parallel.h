@@ -91,7 +91,9 @@ struct GPTParallelOptions {
  * A GPT trained pipeline x tensor x data parallel. Built from the whole GPT (the same weights on
  * every rank: seed alike) which may be dropped afterwards: this rank keeps its stage (split_gpt)
  * and its tensor-parallel shards of it, moved to `device`. Build the whole GPT on the CPU (its
- * random initialisation is the same there) and no device holds more than its part. Under one
+ * random initialisation is the same there) and no device holds more than its part. A pipeline of
+ * ranks also takes the part of the GPT built for this rank's stage (GPT's GPTBlockRange
+ * constructor, gpt_stage_blocks(layers, pipeline, layout.stage)): no host holds the whole either. Under one
  * process (a world of 1) a pipeline puts stage i on device i of `device`'s backend (emulated:0,
  * emulated:1). Loss: next-token cross entropy (vocab-parallel under tensor parallelism, the full
  * logits never formed).

@@ -123,7 +123,9 @@ struct GPTStages {
 };
 /** With `tensor_parallel` (this rank's tensor-parallel group) each stage is also split Megatron-style
  *  across that group (tp::ParallelGPT's layers): the last stage then returns this rank's vocabulary
- *  slice of the logits, for tp::vocab_parallel_cross_entropy over the same group. */
-GPTStages split_gpt(const GPT& gpt, int64_t stages, std::shared_ptr<dist::ProcessGroup> tensor_parallel = nullptr);
+ *  slice of the logits, for tp::vocab_parallel_cross_entropy over the same group. With
+ *  `only_stage` >= 0 only that stage is made (the others null): `gpt` may then be the part built
+ *  for it (GPT's GPTBlockRange constructor with gpt_stage_blocks). */
+GPTStages split_gpt(const GPT& gpt, int64_t stages, std::shared_ptr<dist::ProcessGroup> tensor_parallel = nullptr, int64_t only_stage = -1);
 
 }  // namespace tessera::nn

@@ -1,3 +1,9 @@
+// GPTModelParallel across ranks beyond what tensor_parallel_gpt_check.cpp covers.
+//
+// dist_test pipeline-gpt-part <device> (2 ranks): each rank of a 2-stage pipeline builds only its
+// stage's part of the GPT on the host; the host's allocator peak while the split is made, against
+// building the whole GPT first.
+//
 // dist_test model-parallel-zero3 <device> (4 ranks): ZeRO-3 composed with pipeline and tensor
 // parallelism. Each layout with two data-parallel replicas (pipeline 2 x data 2, tensor
 // parallel 2 x data 2) trains once with the replicas' gradients all-reduced and once with each
@@ -110,4 +116,43 @@ void check_model_parallel_zero3(dist::ProcessGroup& pg, Device dev) {
            "each rank holds half its part's parameters (and their optimizer state)");
     expect(ratio < 0.6, "ZeRO-3's step peak at 2 replicas stays under 0.6x the replicated run's");
   }
+}
+
+void check_pipeline_gpt_part(dist::ProcessGroup& pg, Device dev) {
+  expect(pg.world_size() == 2, "a 2-stage pipeline runs on 2 ranks");
+  if (pg.world_size() != 2) return;
+  const nn::GPTConfig cfg{64, 16, 8, 4, 64, 0.0};
+  std::shared_ptr<dist::ProcessGroup> world(&pg, [](dist::ProcessGroup*) {});
+  nn::GPTParallelOptions po;
+  po.pipeline = 2;
+  // The host's peak above what was in use while the GPT (whole or part) is built and split: on
+  // the CPU device the stage's copy lands in the same memory.
+  const auto split_peak = [&](bool part, nn::StateDict& gathered) {
+    synchronize(dev);
+    const int64_t before = memory_stats(kCPU).in_use_bytes;
+    reset_peak_memory(kCPU);
+    manual_seed(11);
+    std::unique_ptr<nn::GPTModelParallel> mp;
+    {
+      const nn::GPT gpt = part ? nn::GPT(cfg, nn::Placement{DType::f32, kCPU}, nn::gpt_stage_blocks(cfg.layers, 2, pg.rank()))
+                               : nn::GPT(cfg, nn::Placement{DType::f32, kCPU});
+      mp = std::make_unique<nn::GPTModelParallel>(gpt, world, dev, po);
+    }
+    const int64_t peak = memory_stats(kCPU).peak_in_use_bytes - before;
+    gathered = mp->full_state_dict();
+    return peak;
+  };
+  nn::StateDict from_whole, from_part;
+  const int64_t whole_peak = split_peak(false, from_whole), part_peak = split_peak(true, from_part);
+  int64_t whole_bytes = 0;
+  for (const auto& [name, t] : from_whole) whole_bytes += t.numel() * 4;
+  double diff = 0.0;
+  for (const auto& [name, t] : from_whole) diff = std::max(diff, max_abs_diff(t, from_part.at(name)));
+  std::printf(
+      "rank %d: a %lld-byte GPT split into 2 stages on %s: host peak %.3f MiB built whole, %.3f MiB built in part (%.2fx); "
+      "gathered weights differ by %g\n",
+      pg.rank(), static_cast<long long>(whole_bytes), dev.str().c_str(), whole_peak / 1048576.0, part_peak / 1048576.0,
+      static_cast<double>(part_peak) / static_cast<double>(whole_peak), diff);
+  expect(diff == 0.0, "the stages built from parts gather into the whole GPT, bit for bit");
+  expect(static_cast<double>(part_peak) < 0.8 * static_cast<double>(whole_peak), "building only the stage's part lowers the host's peak");
 }
