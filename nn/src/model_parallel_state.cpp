@@ -7,6 +7,7 @@
 #include <cctype>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "sharding.h"
 #include "tessera/autograd.h"
@@ -150,11 +151,9 @@ void GPTModelParallel::load_full_state_dict(const StateDict& state) {
     TESSERA_CHECK(it->second.shape() == p.shape, kOp, "'", p.name, "' has shape ", shape_str(it->second.shape()), ", this GPT's is ",
                   shape_str(p.shape));
   }
-  for (const auto& entry : state) {  // not a structured binding: Clang 15 cannot capture one in a lambda
-    const std::string& name = entry.first;
-    TESSERA_CHECK(std::any_of(whole_.begin(), whole_.end(), [&](const WholeParameter& p) { return p.name == name; }), kOp, "'", name,
-                  "' is not a parameter of this GPT");
-  }
+  std::set<std::string> known;
+  for (const WholeParameter& p : whole_) known.insert(p.name);
+  for (const auto& [name, t] : state) TESSERA_CHECK(known.count(name), kOp, "'", name, "' is not a parameter of this GPT");
 
   const NoGradGuard no_grad;
   std::optional<FullyShardedDataParallel::FullParams> gathered;  // ZeRO-3: written whole, then sharded back

@@ -303,49 +303,45 @@ void bind_nn(py::module_& m) {
           py::arg("query"), py::arg("key") = py::none(), py::arg("value") = py::none(), py::kw_only(), py::arg("causal") = false,
           py::arg("key_padding_mask") = py::none(), py::arg("attn_mask") = py::none(), nogil(),
           "Batch-first [B, L, E]; self-attention when key/value are omitted.");
-  const auto recurrent_options = [](int64_t layers, bool bias, bool batch_first) {
-    nn::RecurrentOptions o;
-    o.num_layers = layers;
-    o.bias = bias;
-    o.batch_first = batch_first;
-    return o;
+  // LSTM and GRU take torch's constructor arguments, in its order.
+  const auto def_recurrent_init = [pl](auto& cls) {
+    using Layer = typename std::remove_reference_t<decltype(cls)>::type;
+    cls.def(py::init([pl](int64_t in, int64_t hidden, int64_t layers, bool bias, bool batch_first, const OD& dtype, const OD& device) {
+              nn::RecurrentOptions o;
+              o.num_layers = layers;
+              o.bias = bias;
+              o.batch_first = batch_first;
+              return std::make_shared<Layer>(in, hidden, o, pl(dtype, device));
+            }),
+            py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::arg("bias") = true,
+            py::arg("batch_first") = false, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   };
-  py::class_<nn::LSTM, Module, std::shared_ptr<nn::LSTM>>(m, "LSTM")
-      .def(py::init([pl, recurrent_options](int64_t in, int64_t hidden, int64_t layers, bool bias, bool batch_first, const OD& dtype,
-                                            const OD& device) {
-             return std::make_shared<nn::LSTM>(in, hidden, recurrent_options(layers, bias, batch_first), pl(dtype, device));
-           }),
-           py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::arg("bias") = true, py::arg("batch_first") = false,
-           py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none())
-      .def(
-          "__call__",
-          [](nn::LSTM& l, const Tensor& x, const std::optional<std::pair<Tensor, Tensor>>& state) {
-            std::pair<Tensor, std::pair<Tensor, Tensor>> r;
-            l.call([&] {
-              r = l.forward(x, state ? *state : std::pair<Tensor, Tensor>{});
-              return r.first;
-            });
-            return r;
-          },
-          py::arg("input"), py::arg("state") = py::none(), nogil(), "(output, (h_n, c_n)), as torch.nn.LSTM.");
-  py::class_<nn::GRU, Module, std::shared_ptr<nn::GRU>>(m, "GRU")
-      .def(py::init([pl, recurrent_options](int64_t in, int64_t hidden, int64_t layers, bool bias, bool batch_first, const OD& dtype,
-                                            const OD& device) {
-             return std::make_shared<nn::GRU>(in, hidden, recurrent_options(layers, bias, batch_first), pl(dtype, device));
-           }),
-           py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::arg("bias") = true, py::arg("batch_first") = false,
-           py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none())
-      .def(
-          "__call__",
-          [](nn::GRU& g, const Tensor& x, const std::optional<Tensor>& h0) {
-            std::pair<Tensor, Tensor> r;
-            g.call([&] {
-              r = g.forward(x, h0 ? *h0 : Tensor());
-              return r.first;
-            });
-            return r;
-          },
-          py::arg("input"), py::arg("hx") = py::none(), nogil(), "(output, h_n), as torch.nn.GRU.");
+  py::class_<nn::LSTM, Module, std::shared_ptr<nn::LSTM>> lstm(m, "LSTM");
+  def_recurrent_init(lstm);
+  lstm.def(
+      "__call__",
+      [](nn::LSTM& l, const Tensor& x, const std::optional<std::pair<Tensor, Tensor>>& state) {
+        std::pair<Tensor, std::pair<Tensor, Tensor>> r;
+        l.call([&] {
+          r = l.forward(x, state ? *state : std::pair<Tensor, Tensor>{});
+          return r.first;
+        });
+        return r;
+      },
+      py::arg("input"), py::arg("state") = py::none(), nogil(), "(output, (h_n, c_n)), as torch.nn.LSTM.");
+  py::class_<nn::GRU, Module, std::shared_ptr<nn::GRU>> gru(m, "GRU");
+  def_recurrent_init(gru);
+  gru.def(
+      "__call__",
+      [](nn::GRU& g, const Tensor& x, const std::optional<Tensor>& h0) {
+        std::pair<Tensor, Tensor> r;
+        g.call([&] {
+          r = g.forward(x, h0 ? *h0 : Tensor());
+          return r.first;
+        });
+        return r;
+      },
+      py::arg("input"), py::arg("hx") = py::none(), nogil(), "(output, h_n), as torch.nn.GRU.");
   py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(m, "Embedding")
       .def(py::init([pl](int64_t n, int64_t dim, std::optional<int64_t> padding_idx, const OD& dtype, const OD& device) {
              return padding_idx ? std::make_shared<nn::Embedding>(n, dim, *padding_idx, pl(dtype, device))
