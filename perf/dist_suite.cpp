@@ -91,19 +91,25 @@ std::vector<Record> pipeline_records(const std::shared_ptr<dist::ProcessGroup>& 
   const int64_t width = quick ? 128 : 512, batch = quick ? 64 : 256, micro = 8;
   if (lead) {
     std::printf(
-        "# pipeline step (forward + backward), %d stages (one per rank, %s), each 4 x (Linear %lld + Tanh), batch %lld in %lld "
-        "micro-batches\n",
+        "# pipeline step (forward + backward), %d stages (one per rank, %s), each 4 x (Linear %lld + Tanh) (interleaved: 2 "
+        "chunks of 2), batch %lld in %lld micro-batches\n",
         stages, pg->backend().c_str(), static_cast<long long>(width), static_cast<long long>(batch), static_cast<long long>(micro));
-    std::printf("%-8s %12s %10s %12s\n", "schedule", "step ms", "bubble", "rank0 idle");
+    std::printf("%-11s %12s %10s %12s\n", "schedule", "step ms", "bubble", "rank0 idle");
   }
   std::vector<Record> records;
   const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
-  for (auto schedule : {nn::PipelineSchedule::gpipe, nn::PipelineSchedule::one_f_one_b}) {
+  for (auto schedule : {nn::PipelineSchedule::gpipe, nn::PipelineSchedule::one_f_one_b, nn::PipelineSchedule::interleaved_1f1b}) {
     manual_seed(1);
-    std::vector<nn::ModulePtr> layers;
-    for (int k = 0; k < 4; ++k)
-      layers.push_back(std::make_shared<nn::Linear>(width, width)), layers.push_back(std::make_shared<nn::Tanh>());
-    nn::Pipeline pipe(std::make_shared<nn::Sequential>(layers), pg, kCPU, schedule, micro);
+    // The same 4 layers a rank: one stage, or interleaved two chunks of 2 (virtual stages r, r + S).
+    const int chunks = schedule == nn::PipelineSchedule::interleaved_1f1b ? 2 : 1;
+    std::vector<nn::ModulePtr> chunk_modules;
+    for (int c = 0; c < chunks; ++c) {
+      std::vector<nn::ModulePtr> layers;
+      for (int k = 0; k < 4 / chunks; ++k)
+        layers.push_back(std::make_shared<nn::Linear>(width, width)), layers.push_back(std::make_shared<nn::Tanh>());
+      chunk_modules.push_back(std::make_shared<nn::Sequential>(layers));
+    }
+    nn::Pipeline pipe(chunk_modules, pg, kCPU, schedule, micro);
     const Tensor x = randn({batch, width}), y = randn({batch, width});
     for (int w = 0; w < 2; ++w) (void)pipe.train_step(x, y, mse);
     double idle = 0.0;
@@ -114,7 +120,7 @@ std::vector<Record> pipeline_records(const std::shared_ptr<dist::ProcessGroup>& 
     const double median = times[times.size() / 2];
     idle /= static_cast<double>(times.size());
     if (lead) {
-      std::printf("%-8s %12.3f %10.3f %12.3f\n", nn::pipeline_schedule_name(schedule), median * 1e3, pipe.stats().bubble_fraction, idle);
+      std::printf("%-11s %12.3f %10.3f %12.3f\n", nn::pipeline_schedule_name(schedule), median * 1e3, pipe.stats().bubble_fraction, idle);
     }
     Record r;
     r.suite = "pipeline", r.name = std::string(nn::pipeline_schedule_name(schedule)) + "_np" + std::to_string(stages), r.backend = "cpu";

@@ -72,7 +72,8 @@ bool launched_by_mpi() {
 std::string pipeline_report(const nn::Pipeline& p, const TrainArgs& a) {
   const nn::PipelineStats& s = p.stats();
   return detail::concat("pipeline: ", s.stages, " stages x ", s.micro_batches, " micro-batches (", a.pipeline_schedule,
-                        "): bubble fraction ", s.bubble_fraction, " of the ideal schedule",
+                        s.chunks > 1 ? detail::concat(", ", s.chunks, " chunks per stage") : std::string(), "): bubble fraction ",
+                        s.bubble_fraction, " of the ideal schedule",
                         s.peak_step_bytes.empty()
                             ? detail::concat("; rank 0 waited for its peers ", 100.0 * s.measured_idle_fraction, "% of its last step")
                             : std::string());
@@ -96,6 +97,9 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   }
   const bool model_parallel = a.pipeline > 1 || a.tensor_parallel > 1;
   if (model_parallel && a.micro_batches == 0) a.micro_batches = a.pipeline > 1 ? 2 * a.pipeline : 1;
+  if (a.pipeline_schedule == "interleaved" && a.pipeline_chunks == 0) a.pipeline_chunks = 2;
+  const int64_t chunks = a.pipeline_schedule == "interleaved" ? a.pipeline_chunks : 1;
+  if (a.pipeline > 1) nn::check_pipeline_shape(nn::parse_pipeline_schedule(a.pipeline_schedule), a.pipeline, a.micro_batches, chunks);
   std::shared_ptr<dist::ProcessGroup> group;
   if (a.distributed || a.zero == 3 || a.tensor_parallel > 1 || (a.pipeline > 1 && launched_by_mpi())) group = dist::init_process_group();
   RunContext run;
@@ -151,7 +155,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
   // Split across ranks or devices: built on the host, and each rank moves its part to its device. A
   // pipeline of ranks builds only its stage's part; tensor parallelism (and one process) the whole.
   const bool stage_part = model_parallel && run.world > 1 && a.pipeline > 1 && task.make_host_stage;
-  std::shared_ptr<nn::Module> model = stage_part       ? task.make_host_stage(layout->pipeline, layout->stage)
+  std::shared_ptr<nn::Module> model = stage_part       ? task.make_host_stage(layout->pipeline, chunks, layout->stage)
                                       : model_parallel ? task.make_host_model()
                                                        : task.make_model();
   std::string description = task.describe(*model, a);
@@ -167,6 +171,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     nn::GPTParallelOptions po;
     po.pipeline = a.pipeline, po.tensor = a.tensor_parallel, po.micro_batches = a.micro_batches;
     po.schedule = nn::parse_pipeline_schedule(a.pipeline_schedule);
+    po.chunks = chunks;
     po.zero3 = a.zero == 3;
     po.optimizer = opts;
     mp = std::make_unique<nn::GPTModelParallel>(dynamic_cast<const nn::GPT&>(*model), group, device, po);
@@ -304,6 +309,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
         j["pipeline"] = {{"stages", p->stats().stages},
                          {"micro_batches", p->stats().micro_batches},
                          {"schedule", a.pipeline_schedule},
+                         {"chunks", p->stats().chunks},
                          {"bubble_fraction", p->stats().bubble_fraction},
                          {"measured_idle_fraction", p->stats().measured_idle_fraction}};
     }

@@ -105,10 +105,14 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--micro-batches", a.micro_batches, "With --pipeline: micro-batches per replica's batch (default 2 x --pipeline)")
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   cmd.add_option("--pipeline-schedule", a.pipeline_schedule,
-                 "With --pipeline: 1f1b (activations of at most one micro-batch per later stage held) or gpipe (all forwards, then "
-                 "all backwards)")
-      ->check(CLI::IsMember({"1f1b", "gpipe"}))
+                 "With --pipeline: 1f1b (activations of at most one micro-batch per later stage held), gpipe (all forwards, then "
+                 "all backwards) or interleaved (Megatron's virtual pipeline: --pipeline-chunks model chunks per stage, a smaller "
+                 "bubble for more transfers; micro-batches a multiple of --pipeline)")
+      ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}))
       ->capture_default_str();
+  cmd.add_option("--pipeline-chunks", a.pipeline_chunks,
+                 "With --pipeline-schedule interleaved: model chunks (virtual stages) per stage (default 2)")
+      ->check(CLI::Range(int64_t{2}, int64_t{64}));
   cmd.add_option("--local-rank", a.local_rank, "Device index of this rank with --distributed (default: its MPI local rank)")
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--on-nonfinite", a.on_nonfinite, "NaN/Inf loss or gradient: stop (error naming the step) or skip the step")
@@ -179,8 +183,10 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
     }
     TESSERA_CHECK(!explicit_flag("--local-rank") || a.distributed || a.zero == 3 || a.pipeline > 1 || a.tensor_parallel > 1, "train",
                   "--local-rank needs --distributed, --zero 3, --pipeline or --tensor-parallel (it picks a rank's device)");
-    for (const char* flag : {"--micro-batches", "--pipeline-schedule"})
+    for (const char* flag : {"--micro-batches", "--pipeline-schedule", "--pipeline-chunks"})
       TESSERA_CHECK(!explicit_flag(flag) || a.pipeline > 1, "train", flag, " needs --pipeline 2 or more");
+    TESSERA_CHECK(!explicit_flag("--pipeline-chunks") || a.pipeline_schedule == "interleaved", "train",
+                  "--pipeline-chunks needs --pipeline-schedule interleaved");
     for (const char* flag : {"--heads", "--dropout"}) {
       TESSERA_CHECK(a.model != "lstm" || !explicit_flag(flag), "train", flag, " does not apply to --model lstm: only the gpt has it");
     }
@@ -208,7 +214,10 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
     TESSERA_CHECK(a.tensor_parallel == 1 || a.dropout == 0, "train", "--tensor-parallel with --dropout ", a.dropout,
                   ": dropout on activations replicated across the group needs one random stream per region; use --dropout 0");
     TESSERA_CHECK(a.heads % a.tensor_parallel == 0, "train", "--tensor-parallel ", a.tensor_parallel, " must divide --heads ", a.heads);
-    TESSERA_CHECK(a.pipeline <= a.layers, "train", "--pipeline ", a.pipeline, " stages need at least as many --layers, got ", a.layers);
+    const int64_t chunks = a.pipeline_schedule == "interleaved" ? std::max<int64_t>(a.pipeline_chunks, 2) : 1;
+    TESSERA_CHECK(a.pipeline * chunks <= a.layers, "train", "--pipeline ", a.pipeline,
+                  chunks > 1 ? detail::concat(" x --pipeline-chunks ", chunks, " virtual") : std::string(),
+                  " stages need at least as many --layers, got ", a.layers);
   }
   // --graph captures one forward and backward and replays it: what cannot be replayed is refused here.
   if (a.graph) {
@@ -299,6 +308,7 @@ std::string train_config_json(const TrainArgs& a) {
   if (a.pipeline > 1 || a.tensor_parallel > 1) {
     config["pipeline"] = a.pipeline, config["tensor_parallel"] = a.tensor_parallel;
     config["micro_batches"] = a.micro_batches, config["pipeline_schedule"] = a.pipeline_schedule;
+    if (a.pipeline_schedule == "interleaved") config["pipeline_chunks"] = a.pipeline_chunks;
   }
   if (is_language_model(a.model)) {
     config["layers"] = a.layers, config["heads"] = a.heads, config["dim"] = a.dim, config["context"] = a.context;

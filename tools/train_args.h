@@ -37,6 +37,7 @@ struct TrainArgs {
   int pipeline = 1, tensor_parallel = 1;
   int64_t micro_batches = 0;  ///< per replica's batch (0: 2 x --pipeline)
   std::string pipeline_schedule = "1f1b";
+  int64_t pipeline_chunks = 0;    ///< interleaved: model chunks per stage (0: 2)
   int64_t grad_accumulation = 1;  ///< batches per optimizer step
   int64_t warmup = 100;           ///< linear warm-up steps before the cosine decay (image models: 0 unless given)
   double clip_norm = 1.0;         ///< global gradient-norm clip (image models: 0 = off unless given)

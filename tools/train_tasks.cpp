@@ -166,9 +166,11 @@ TrainTask make_text_task(const TrainArgs& a, const RunContext& run) {
   t.make_model = [build, place] { return build(place); };
   t.make_host_model = [build, place] { return build(nn::Placement{place.dtype, kCPU}); };
   if (a.model == "gpt") {
-    t.make_host_stage = [a, vocab, place](int64_t stages, int64_t stage) -> std::shared_ptr<nn::Module> {
+    t.make_host_stage = [a, vocab, place](int64_t stages, int64_t chunks, int64_t stage) -> std::shared_ptr<nn::Module> {
+      std::vector<nn::GPTBlockRange> blocks;  // chunk c is virtual stage c x stages + stage
+      for (int64_t c = 0; c < chunks; ++c) blocks.push_back(nn::gpt_stage_blocks(a.layers, stages * chunks, c * stages + stage));
       return std::make_shared<nn::GPT>(nn::GPTConfig{vocab, a.context, a.layers, a.heads, a.dim, a.dropout},
-                                       nn::Placement{place.dtype, kCPU}, nn::gpt_stage_blocks(a.layers, stages, stage));
+                                       nn::Placement{place.dtype, kCPU}, blocks);
     };
   }
   t.max_batch = int64_t{1} << 14;

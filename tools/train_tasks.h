@@ -35,10 +35,10 @@ struct TrainTask {
   /** The same model on the CPU (the same weights: random numbers do not depend on the device):
    *  a model split across devices is built here and each rank moves only its part. */
   std::function<std::shared_ptr<nn::Module>()> make_host_model;
-  /** Stage `stage` of a pipeline of `stages` ranks: the part of the host model that stage holds
-   *  (a gpt's embeddings, norm and its own blocks, every weight the whole model's); empty for
-   *  models that do not split. */
-  std::function<std::shared_ptr<nn::Module>(int64_t stages, int64_t stage)> make_host_stage;
+  /** Stage `stage` of a pipeline of `stages` ranks, each holding `chunks` model chunks: the part
+   *  of the host model that stage holds (a gpt's embeddings, norm and its own blocks, every weight
+   *  the whole model's); empty for models that do not split. */
+  std::function<std::shared_ptr<nn::Module>(int64_t stages, int64_t chunks, int64_t stage)> make_host_stage;
   BatchTrialModel trial;  ///< --batch-size auto: one trial step (make_model and make_optimizer are filled by the run)
   int64_t max_batch = 1;  ///< the largest per-rank batch the search may try
   /** The training and evaluation batches, once the per-rank batch is known. */

@@ -64,7 +64,7 @@ Tensor GPTBlock::forward(const Tensor& x, Tensor* k_cache, Tensor* v_cache) {
   return dropout_add(m, y, p, is_training());
 }
 
-GPT::GPT(const GPTConfig& c, Placement p) : GPT(c, p, GPTBlockRange{0, c.layers}) {}
+GPT::GPT(const GPTConfig& c, Placement p) : GPT(c, p, std::vector<GPTBlockRange>{GPTBlockRange{0, c.layers}}) {}
 
 GPTBlockRange gpt_stage_blocks(int64_t layers, int64_t stages, int64_t stage) {
   TESSERA_CHECK(stages >= 1 && stages <= layers && stage >= 0 && stage < stages, "GPT", "stage ", stage, " of ", stages, " over ", layers,
@@ -77,7 +77,7 @@ GPTBlockRange gpt_stage_blocks(int64_t layers, int64_t stages, int64_t stage) {
   return r;
 }
 
-GPT::GPT(const GPTConfig& c, Placement p, GPTBlockRange built) : config_(c) {
+GPT::GPT(const GPTConfig& c, Placement p, const std::vector<GPTBlockRange>& built) : config_(c) {
   TESSERA_CHECK(c.vocab > 0 && c.context > 0 && c.layers > 0 && c.heads > 0 && c.dim > 0 && c.dim % c.heads == 0, "GPT",
                 "need positive sizes and dim divisible by heads, got vocab ", c.vocab, ", context ", c.context, ", layers ",
                 c.layers, ", heads ", c.heads, ", dim ", c.dim);
@@ -89,10 +89,13 @@ GPT::GPT(const GPTConfig& c, Placement p, GPTBlockRange built) : config_(c) {
     tok->weight.copy_(randn(tok->weight.shape(), p.dtype, p.device, nullptr, 0.0, 0.02));
     pos->weight.copy_(randn(pos->weight.shape(), p.dtype, p.device, nullptr, 0.0, 0.02));
   }
-  TESSERA_CHECK(built.first >= 0 && built.count >= 1 && built.first + built.count <= c.layers, "GPT", "blocks ", built.first, "..",
-                built.first + built.count - 1, " of a GPT of ", c.layers, " blocks");
+  TESSERA_CHECK(!built.empty(), "GPT", "a part built with no blocks");
+  for (const GPTBlockRange& r : built) {
+    TESSERA_CHECK(r.first >= 0 && r.count >= 1 && r.first + r.count <= c.layers, "GPT", "blocks ", r.first, "..", r.first + r.count - 1,
+                  " of a GPT of ", c.layers, " blocks");
+  }
   for (int64_t l = 0; l < c.layers; ++l) {
-    if (l >= built.first && l < built.first + built.count) {
+    if (std::any_of(built.begin(), built.end(), [l](const GPTBlockRange& r) { return l >= r.first && l < r.first + r.count; })) {
       blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<GPTBlock>(c, p)));
     } else {
       // A block of width 1 on the host makes the same draws as a full one (one per tensor, whatever

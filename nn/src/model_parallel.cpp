@@ -77,7 +77,9 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
                 "a GPT built in part (for one pipeline stage) splits only as a pipeline of ranks; ",
                 w == 1 ? "in one process every stage needs its blocks" : "tensor parallelism alone needs every block");
   const RankLayout& l = layout_;
-  const int last = options.pipeline - 1;
+  const int64_t chunks = options.chunks, virtual_stages = options.pipeline * chunks, last = virtual_stages - 1;
+  TESSERA_CHECK(chunks == 1 || options.pipeline > 1, "model parallel", options.chunks, " model chunks need a pipeline");
+  chunks_ = chunks;
   TESSERA_CHECK(!options.zero3 || l.data > 1, "model parallel",
                 "ZeRO-3 shards each stage's parameters over the data-parallel replicas, and ", w, w == 1 ? " process" : " ranks",
                 " = pipeline ", options.pipeline, " x tensor parallel ", options.tensor, " leave one: launch a multiple of ",
@@ -87,15 +89,17 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
     // One process: stage i on device i of the backend (emulated:0, emulated:1; the CPU has one).
     Backend* backend = find_backend(device.type);
     const int devices = backend ? std::max(1, backend->device_count()) : 1;
+    // Interleaved: virtual stage v takes its turns as stage v mod S, on that stage's device.
     std::vector<Device> stage_devices;
-    for (int s = 0; s < options.pipeline; ++s) stage_devices.emplace_back(device.type, (device.index + s) % devices);
-    GPTStages split = split_gpt(whole, options.pipeline);
-    pipeline_ = std::make_unique<Pipeline>(split.stages, stage_devices, options.schedule, options.micro_batches);
+    for (int64_t v = 0; v < virtual_stages; ++v)
+      stage_devices.emplace_back(device.type, static_cast<int>((device.index + v % options.pipeline) % devices));
+    GPTStages split = split_gpt(whole, virtual_stages);
+    pipeline_ = std::make_unique<Pipeline>(split.stages, stage_devices, options.schedule, options.micro_batches, chunks);
     pipeline_->tie(0, split.embedding, last, split.head);
     local_ = std::make_shared<Sequential>(split.stages);
-    for (int s = 0; s < options.pipeline; ++s) {
-      for (const auto& [name, t] : split.stages[static_cast<size_t>(s)]->named_parameters())
-        if (!(s == last && name == split.head)) counted_once_.push_back(t);
+    for (int64_t v = 0; v < virtual_stages; ++v) {
+      for (const auto& [name, t] : split.stages[static_cast<size_t>(v)]->named_parameters())
+        if (!(v == last && name == split.head)) counted_once_.push_back(t);
     }
   } else {
     // Every split is a collective of all ranks: each is made (or not) alike everywhere.
@@ -104,12 +108,19 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
     if (l.data > 1) data_group_ = world_->split(l.stage * l.tensor + l.tensor_rank, l.replica);
     std::string tied_head;
     if (l.pipeline > 1) {
-      GPTStages split = split_gpt(whole, l.pipeline, tensor_group_, l.stage);  // this stage only: `whole` may be its part
-      local_ = split.stages[static_cast<size_t>(l.stage)];
-      pipeline_ = std::make_unique<Pipeline>(local_, pipeline_group_, device, options.schedule, options.micro_batches);
+      // This rank's virtual stages only (`whole` may be the part built for them): chunk c is
+      // virtual stage c x S + stage. Several chunks sit in one container, named by chunk.
+      std::vector<int64_t> mine;
+      for (int64_t c = 0; c < chunks; ++c) mine.push_back(c * l.pipeline + l.stage);
+      GPTStages split = split_gpt(whole, virtual_stages, tensor_group_, mine);
+      std::vector<ModulePtr> local_chunks;
+      for (int64_t v : mine) local_chunks.push_back(split.stages[static_cast<size_t>(v)]);
+      local_ = chunks == 1 ? local_chunks.front() : std::make_shared<Sequential>(local_chunks);
+      pipeline_ = std::make_unique<Pipeline>(local_chunks, pipeline_group_, device, options.schedule, options.micro_batches);
       pipeline_->tie(0, split.embedding, last, split.head);
-      if (l.stage == last) tied_head = split.head;
-      if (l.stage == 0) tied_name = split.embedding;
+      const std::string prefix = chunks == 1 ? "" : std::to_string(chunks - 1) + ".";
+      if (l.stage == l.pipeline - 1) tied_head = prefix + split.head;  // the last virtual stage is this rank's last chunk
+      if (l.stage == 0) tied_name = (chunks == 1 ? "" : "0.") + split.embedding;
     } else {
       local_ = std::make_shared<tp::ParallelGPT>(whole, tensor_group_);
       local_->to(device);  // a whole GPT built on the host: only this rank's part reaches the device
@@ -131,8 +142,15 @@ void GPTModelParallel::shard_over_replicas(const OptimOptions& options, const st
   fo.param_groups = weight_decay_groups(*local_, options);
   fo.broadcast_parameters = false;  // every replica split the same whole GPT
   std::vector<ModulePtr> units;     // the blocks: a stage's "blocks.<l>", tp::ParallelGPT's "<l>"
-  for (const auto& [name, child] : local_->children()) {
-    if (name.rfind("blocks.", 0) == 0 || std::isdigit(static_cast<unsigned char>(name[0]))) units.push_back(child);
+  const auto add_blocks = [&units](const Module& m) {
+    for (const auto& [name, child] : m.children()) {
+      if (name.rfind("blocks.", 0) == 0 || std::isdigit(static_cast<unsigned char>(name[0]))) units.push_back(child);
+    }
+  };
+  if (chunks_ > 1) {  // a container of chunks (each a stage): their blocks
+    for (const auto& [name, chunk] : local_->children()) add_blocks(*chunk);
+  } else {
+    add_blocks(*local_);
   }
   for (const auto& [name, t] : local_->named_parameters()) {
     if (name == tied_name) fo.own_flat.push_back(t);

@@ -53,8 +53,9 @@ const Record& record_of(const std::vector<Record>& records, const Tensor& t, siz
 
 std::string GPTModelParallel::whole_name_of(const std::string& local_name) const {
   std::string n = local_name;
-  // In one process the local module is a Sequential of the stages: "1.blocks.2.fc.weight".
-  if (pipeline_ && layout_.world == 1) n = n.substr(n.find('.') + 1);
+  // In one process the local module is a Sequential of the stages, and with several chunks one
+  // of this rank's chunks: "1.blocks.2.fc.weight".
+  if (pipeline_ && (layout_.world == 1 || chunks_ > 1)) n = n.substr(n.find('.') + 1);
   if (n == "head") return "tok.weight";                                    // the tied copy
   if (n.rfind("blocks.", 0) == 0) return "block" + n.substr(7);            // a stage's blocks
   if (std::isdigit(static_cast<unsigned char>(n[0]))) return "block" + n;  // tp::ParallelGPT's blocks

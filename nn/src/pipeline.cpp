@@ -1,13 +1,15 @@
-// nn::Pipeline: the schedules as per-stage action lists, a unit-time simulation of them (the
-// order in-process stages run in, the bubble, each stage's activations in flight), and the two
-// transports: tensor copies between this process's devices, send/recv between ranks.
+// nn::Pipeline: the two transports of the schedules (pipeline_schedule.cpp): tensor copies
+// between this process's devices, send/recv between ranks.
 #include "tessera/nn/pipeline.h"
+
+#include "pipeline_schedule.h"
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
 
+#include "tessera/autocast.h"
 #include "tessera/autograd.h"
 #include "tessera/error.h"
 #include "tessera/profiler.h"
@@ -18,75 +20,9 @@
 
 namespace tessera::nn {
 
-PipelineSchedule parse_pipeline_schedule(std::string_view name) {
-  if (name == "gpipe") return PipelineSchedule::gpipe;
-  if (name == "1f1b") return PipelineSchedule::one_f_one_b;
-  throw Error(detail::concat("pipeline: schedule '", name, "' is not one of gpipe, 1f1b"));
-}
-
-const char* pipeline_schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
-
-std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t stage, int64_t stages, int64_t micro_batches) {
-  std::vector<PipelineAction> a;
-  const int64_t m = micro_batches;
-  if (schedule == PipelineSchedule::gpipe) {
-    for (int64_t i = 0; i < m; ++i) a.push_back({true, i});
-    for (int64_t i = 0; i < m; ++i) a.push_back({false, i});
-    return a;
-  }
-  const int64_t warmup = std::min(stages - stage - 1, m);
-  for (int64_t i = 0; i < warmup; ++i) a.push_back({true, i});
-  for (int64_t i = 0; i + warmup < m; ++i) {
-    a.push_back({true, warmup + i});
-    a.push_back({false, i});
-  }
-  for (int64_t i = m - warmup; i < m; ++i) a.push_back({false, i});
-  return a;
-}
-
 namespace {
 
-struct Step {
-  int64_t stage;
-  PipelineAction action;
-};
-
-// Every stage takes its next action at each tick whose inputs an earlier tick produced (the
-// previous stage's forward of that micro-batch; the next stage's backward of it).
-struct Simulation {
-  std::vector<Step> order;  // the actions in tick order
-  double bubble = 0.0;
-  std::vector<int64_t> peak_in_flight;
-};
-
-Simulation simulate(PipelineSchedule schedule, int64_t stages, int64_t m) {
-  Simulation sim;
-  std::vector<std::vector<PipelineAction>> acts;
-  for (int64_t s = 0; s < stages; ++s) acts.push_back(pipeline_actions(schedule, s, stages, m));
-  std::vector<size_t> pos(stages, 0);
-  std::vector<std::vector<int64_t>> fwd(stages, std::vector<int64_t>(m, -1)), bwd = fwd;
-  std::vector<int64_t> live(stages, 0);
-  sim.peak_in_flight.assign(stages, 0);
-  int64_t tick = 0, busy = 0, remaining = 2 * stages * m;
-  while (remaining > 0) {
-    TESSERA_CHECK(tick <= 4 * (m + stages) + 4, "pipeline", "the ", pipeline_schedule_name(schedule), " schedule stalls (a bug)");
-    for (int64_t s = 0; s < stages; ++s) {
-      if (pos[s] == acts[s].size()) continue;
-      const PipelineAction a = acts[s][pos[s]];
-      const auto done_before = [&](int64_t t) { return t >= 0 && t < tick; };
-      const bool ready = a.forward ? (s == 0 || done_before(fwd[s - 1][a.micro])) : (s == stages - 1 || done_before(bwd[s + 1][a.micro]));
-      if (!ready) continue;
-      (a.forward ? fwd : bwd)[s][a.micro] = tick;
-      live[s] += a.forward ? 1 : -1;
-      sim.peak_in_flight[s] = std::max(sim.peak_in_flight[s], live[s]);
-      sim.order.push_back({s, a});
-      ++pos[s], ++busy, --remaining;
-    }
-    ++tick;
-  }
-  sim.bubble = 1.0 - static_cast<double>(busy) / static_cast<double>(tick * stages);
-  return sim;
-}
+using detail::PipelineStep;
 
 std::vector<Tensor> micro_split(const Tensor& x, int64_t m, const char* what) {
   TESSERA_CHECK(x.defined() && x.dim() >= 1, "pipeline", what, " must have a batch axis");
@@ -106,19 +42,24 @@ Tensor header_of(const Tensor& t) {
 // A span on the profile (--profile) per stage action: "pipeline stage 1 F3" is stage 1's forward
 // of micro-batch 3, so the trace shows each stage's timeline and its idle gaps, the bubble.
 void action_scope(std::optional<profile::Scope>& span, int64_t stage, const PipelineAction& a) {
-  if (profile::scopes_active()) span.emplace(detail::concat("pipeline stage ", stage, a.forward ? " F" : " B", a.micro), "pipeline");
+  if (profile::scopes_active())
+    span.emplace(tessera::detail::concat("pipeline stage ", stage, a.forward ? " F" : " B", a.micro), "pipeline");
 }
 
 // What travels between ranked stages, by tag.
 enum Tag { kHeader = 0, kActivation = 1, kGradient = 2, kTied = 3 };
 
-// An empty tensor for the next boundary activation from stage `src`, shaped by its header
-// (rank, dtype, shape).
+// An empty tensor for a boundary activation, shaped by its header (rank, dtype, shape).
+Tensor shaped_by(const Tensor& header, Device dev) {
+  const auto hv = header.to_vector<int64_t>();
+  return empty(Shape(hv.begin() + 2, hv.begin() + 2 + hv[0]), static_cast<DType>(hv[1]), dev);
+}
+
+// An empty tensor for the next boundary activation from stage `src`, its header received first.
 Tensor activation_buffer(dist::ProcessGroup& g, int src, Device dev, const std::function<void(dist::Work&)>& wait) {
   Tensor h = empty({10}, DType::i64);
   wait(*g.recv(h, src, kHeader));
-  const auto hv = h.to_vector<int64_t>();
-  return empty(Shape(hv.begin() + 2, hv.begin() + 2 + hv[0]), static_cast<DType>(hv[1]), dev);
+  return shaped_by(h, dev);
 }
 
 // A boundary activation from stage `src`: its header, then the tensor.
@@ -138,11 +79,14 @@ Tensor scaled_loss(const PipelineLoss& loss, const Tensor& output, const Tensor&
 
 }  // namespace
 
-Pipeline::Pipeline(std::vector<ModulePtr> stages, std::vector<Device> devices, PipelineSchedule schedule, int64_t micro_batches)
-    : stages_(std::move(stages)), devices_(std::move(devices)), schedule_(schedule), micro_batches_(micro_batches) {
+Pipeline::Pipeline(std::vector<ModulePtr> stages, std::vector<Device> devices, PipelineSchedule schedule, int64_t micro_batches,
+                   int64_t chunks)
+    : stages_(std::move(stages)), devices_(std::move(devices)), schedule_(schedule), micro_batches_(micro_batches), chunks_(chunks) {
   TESSERA_CHECK(!stages_.empty(), "pipeline", "needs at least one stage");
   TESSERA_CHECK(devices_.size() == stages_.size(), "pipeline", stages_.size(), " stages but ", devices_.size(), " devices");
-  TESSERA_CHECK(micro_batches_ >= 1, "pipeline", "micro-batches must be at least 1, got ", micro_batches_);
+  TESSERA_CHECK(chunks_ >= 1 && static_cast<int64_t>(stages_.size()) % chunks_ == 0, "pipeline", stages_.size(),
+                " virtual stages do not make ", chunks_, " chunks per stage");
+  check_pipeline_shape(schedule_, static_cast<int64_t>(stages_.size()) / chunks_, micro_batches_, chunks_);
   for (size_t i = 0; i < stages_.size(); ++i) {
     TESSERA_CHECK(stages_[i] != nullptr, "pipeline", "stage ", i, " is null");
     stages_[i]->to(devices_[i]);
@@ -151,26 +95,40 @@ Pipeline::Pipeline(std::vector<ModulePtr> stages, std::vector<Device> devices, P
 
 Pipeline::Pipeline(ModulePtr stage, std::shared_ptr<dist::ProcessGroup> group, Device device, PipelineSchedule schedule,
                    int64_t micro_batches)
-    : stages_{std::move(stage)}, devices_{device}, group_(std::move(group)), schedule_(schedule), micro_batches_(micro_batches) {
-  TESSERA_CHECK(stages_[0] != nullptr && group_ != nullptr, "pipeline", "a ranked pipeline needs its stage and a process group");
-  TESSERA_CHECK(micro_batches_ >= 1, "pipeline", "micro-batches must be at least 1, got ", micro_batches_);
-  stages_[0]->to(device);
+    : Pipeline(std::vector<ModulePtr>{std::move(stage)}, std::move(group), device, schedule, micro_batches) {}
+
+Pipeline::Pipeline(std::vector<ModulePtr> chunks, std::shared_ptr<dist::ProcessGroup> group, Device device, PipelineSchedule schedule,
+                   int64_t micro_batches)
+    : stages_(std::move(chunks)),
+      devices_{device},
+      group_(std::move(group)),
+      schedule_(schedule),
+      micro_batches_(micro_batches),
+      chunks_(static_cast<int64_t>(stages_.size())) {
+  TESSERA_CHECK(group_ != nullptr && !stages_.empty(), "pipeline", "a ranked pipeline needs its stage and a process group");
+  check_pipeline_shape(schedule_, group_->world_size(), micro_batches_, chunks_);
+  for (const ModulePtr& chunk : stages_) {
+    TESSERA_CHECK(chunk != nullptr, "pipeline", "a ranked pipeline needs its stage and a process group");
+    chunk->to(device);
+  }
 }
 
 void Pipeline::tie(int64_t stage_a, const std::string& a, int64_t stage_b, const std::string& b) {
-  const int64_t n = group_ ? group_->world_size() : static_cast<int64_t>(stages_.size());
+  const int64_t n = group_ ? group_->world_size() * chunks_ : static_cast<int64_t>(stages_.size());
   TESSERA_CHECK(stage_a >= 0 && stage_a < n && stage_b >= 0 && stage_b < n && stage_a != stage_b, "pipeline", "tie: stages ", stage_a,
                 " and ", stage_b, " of ", n);
   const auto find = [&](const Module& stage, int64_t index, const std::string& name) {
     for (const auto& [key, t] : stage.named_parameters()) {
       if (key == name) return t;
     }
-    throw Error(detail::concat("pipeline: tie: stage ", index, " has no parameter '", name, "'"));
+    throw Error(tessera::detail::concat("pipeline: tie: stage ", index, " has no parameter '", name, "'"));
   };
   if (group_) {  // this rank holds one side (or neither); its peer holds the other
-    const int64_t me = group_->rank();
-    if (me == stage_a) tied_ranked_.push_back({find(*stages_[0], me, a), static_cast<int>(stage_b)});
-    if (me == stage_b) tied_ranked_.push_back({find(*stages_[0], me, b), static_cast<int>(stage_a)});
+    const int64_t me = group_->rank(), w = group_->world_size();
+    TESSERA_CHECK(stage_a % w != stage_b % w, "pipeline", "tie: virtual stages ", stage_a, " and ", stage_b, " are both on rank ",
+                  stage_a % w);
+    if (me == stage_a % w) tied_ranked_.push_back({find(*stages_[stage_a / w], stage_a, a), static_cast<int>(stage_b % w)});
+    if (me == stage_b % w) tied_ranked_.push_back({find(*stages_[stage_b / w], stage_b, b), static_cast<int>(stage_a % w)});
     return;
   }
   const Tensor ta = find(*stages_[stage_a], stage_a, a), tb = find(*stages_[stage_b], stage_b, b);
@@ -199,10 +157,10 @@ double Pipeline::train_step(const Tensor& input, const Tensor& target, const Pip
 }
 
 double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const PipelineLoss& loss) {
-  const auto stages = static_cast<int64_t>(stages_.size());
-  const int64_t m = micro_batches_;
-  const Simulation sim = simulate(schedule_, stages, m);
-  stats_ = {stages, m, sim.bubble, sim.peak_in_flight, {}, 0.0};
+  const auto stages = static_cast<int64_t>(stages_.size());  // virtual stages
+  const int64_t m = micro_batches_, workers = stages / chunks_;
+  const detail::PipelineSimulation sim = detail::simulate_pipeline(schedule_, workers, m, chunks_);
+  stats_ = {workers, m, chunks_, sim.bubble, sim.peak_in_flight, {}, 0.0};
   std::vector<int64_t> before;
   for (const Device& d : devices_) {
     reset_peak_memory(d);
@@ -215,8 +173,8 @@ double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<
   };
   std::vector<std::vector<Slot>> slots(stages, std::vector<Slot>(m));
   double total = 0.0;
-  for (const Step& step : sim.order) {
-    const int64_t s = step.stage, i = step.action.micro;
+  for (const PipelineStep& step : sim.order) {
+    const int64_t s = step.action.chunk * workers + step.worker, i = step.action.micro;
     Slot& slot = slots[s][i];
     const Device dev = devices_[s];
     std::optional<profile::Scope> span;
@@ -245,14 +203,48 @@ double Pipeline::run_local(const std::vector<Tensor>& inputs, const std::vector<
   return total / static_cast<double>(m);
 }
 
+void Pipeline::learn_boundary_shapes(const Tensor& micro_input) {
+  const AutocastState& autocast = autocast_state();
+  const std::string key = tessera::detail::concat(shape_str(micro_input.shape()), " ", micro_input.dtype(), " autocast ", autocast.enabled,
+                                                  " ", autocast.dtype);
+  if (key == boundary_key_) return;
+  // Every rank sees the same micro-batch input, so every rank decides alike to learn again.
+  dist::ProcessGroup& g = *group_;
+  const int64_t s = g.rank(), stages = g.world_size(), last = stages * chunks_ - 1;
+  const int prev = static_cast<int>((s + stages - 1) % stages), next = static_cast<int>((s + 1) % stages);
+  const NoGradGuard no_grad;
+  std::vector<bool> training;
+  for (const ModulePtr& chunk : stages_) training.push_back(chunk->is_training()), chunk->eval();  // no dropout draws
+  chunk_in_.assign(stages_.size(), Boundary{}), chunk_out_ = chunk_in_;
+  std::vector<std::unique_ptr<dist::Work>> sends;
+  std::vector<Tensor> sent;  // alive until their sends complete
+  for (int64_t c = 0; c < chunks_; ++c) {
+    const int64_t vs = c * stages + s;
+    const Tensor x = vs == 0 ? micro_input.to(devices_[0]) : receive_activation(g, prev, devices_[0], [](dist::Work& w) { w.wait(); });
+    const Tensor y = stages_[c]->forward(x);
+    chunk_in_[c] = {x.shape(), x.dtype()}, chunk_out_[c] = {y.shape(), y.dtype()};
+    if (vs == last) continue;
+    sent.push_back(header_of(y)), sent.push_back(y.contiguous());
+    sends.push_back(g.send(sent[sent.size() - 2], next, kHeader));
+    sends.push_back(g.send(sent.back(), next, kActivation));
+  }
+  for (auto& w : sends) w->wait();
+  for (size_t c = 0; c < stages_.size(); ++c) stages_[c]->train(training[c]);
+  boundary_key_ = key;
+}
+
 double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const PipelineLoss& loss) {
   dist::ProcessGroup& g = *group_;
-  const int64_t s = g.rank(), stages = g.world_size(), m = micro_batches_;
+  const int64_t s = g.rank(), stages = g.world_size(), m = micro_batches_, chunks = chunks_, last = stages * chunks - 1;
+  // Virtual stage c x S + s (chunk c of this rank) takes its input from the rank before, in a
+  // ring when interleaved (rank 0's chunk c + 1 from rank S - 1's chunk c).
+  const int prev = static_cast<int>((s + stages - 1) % stages), next = static_cast<int>((s + 1) % stages);
   const Device dev = devices_[0];
-  const Simulation sim = simulate(schedule_, stages, m);
-  stats_ = {stages, m, sim.bubble, sim.peak_in_flight, {}, 0.0};
+  learn_boundary_shapes(inputs[0]);
+  const detail::PipelineSimulation sim = detail::simulate_pipeline(schedule_, stages, m, chunks);
+  stats_ = {stages, m, chunks, sim.bubble, sim.peak_in_flight, {}, 0.0};
   std::vector<std::unique_ptr<dist::Work>> sends;  // waited at the end: their buffers stay alive
-  std::vector<Tensor> in(m), out(m);
+  std::vector<std::vector<Tensor>> in(chunks, std::vector<Tensor>(m)), out = in;
   double total = 0.0, waited_s = 0.0;
   const auto start = std::chrono::steady_clock::now();
   const auto timed_wait = [&](dist::Work& w) {
@@ -262,62 +254,79 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
     w.wait();
     waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  // An action's sends go out together with the next action's receive, in one batch_p2p (as
-  // PyTorch's 1F1B batches them): on NCCL and RCCL a send issued alone holds the stream until its
-  // peer receives, and in the steady state stage s sends an activation forward while stage s + 1
-  // sends a gradient back; unbatched, each would wait for the other for ever.
+  // Megatron-LM's transfers: after each iteration (an action; interleaved, a steady-state forward
+  // with its backward) one batch_p2p carries the iteration's sends and the next iteration's
+  // receives. On NCCL and RCCL a send holds the stream until its peer receives and a group
+  // completes as a whole; batched so, no stage waits with a send its peer needs unissued, in the
+  // interleaved ring too (detail::pipeline_iterations). Activations travel without headers: their
+  // shapes were learned before the step (learn_boundary_shapes).
+  const auto its = detail::pipeline_iterations(schedule_, s, stages, m, chunks);
+  struct Incoming {
+    Tensor buffer;
+    std::unique_ptr<dist::Work> work;
+  };
+  std::vector<Incoming> activation_in(static_cast<size_t>(chunks * m)), gradient_in(static_cast<size_t>(chunks * m));  // [c * m + i]
   std::vector<dist::P2POp> outgoing;
-  const auto exchange = [&](const Tensor& into, int peer, int tag) {
+  const auto post = [&](size_t it) {  // `outgoing` and the receives of iteration `it`
     std::vector<dist::P2POp> ops = std::move(outgoing);
     outgoing.clear();
-    if (into.defined()) ops.push_back({dist::P2POp::Kind::recv, into, peer, tag});
+    std::vector<Incoming*> receiving;
+    for (const PipelineAction& a : it < its.size() ? its[it] : std::vector<PipelineAction>{}) {
+      const int64_t vs = a.chunk * stages + s;
+      if (a.forward ? vs == 0 : vs == last) continue;
+      const Boundary& b = a.forward ? chunk_in_[a.chunk] : chunk_out_[a.chunk];
+      Incoming& slot = (a.forward ? activation_in : gradient_in)[static_cast<size_t>(a.chunk * m + a.micro)];
+      slot.buffer = empty(b.shape, b.dtype, dev);
+      ops.push_back({dist::P2POp::Kind::recv, slot.buffer, a.forward ? prev : next, a.forward ? kActivation : kGradient});
+      receiving.push_back(&slot);
+    }
     if (ops.empty()) return;
     auto works = g.batch_p2p(ops);
-    if (into.defined()) {
-      timed_wait(*works.back());
-      works.pop_back();
-    }
+    for (size_t k = 0; k < receiving.size(); ++k) receiving[k]->work = std::move(works[works.size() - receiving.size() + k]);
+    works.resize(works.size() - receiving.size());
     for (auto& w : works) sends.push_back(std::move(w));
   };
-  for (const PipelineAction& a : pipeline_actions(schedule_, s, stages, m)) {
-    const int64_t i = a.micro;
-    std::optional<profile::Scope> span;
-    action_scope(span, s, a);
-    // MPI moves a large message (its rendezvous) only while the sender is inside MPI: polling the
-    // sends in flight between actions keeps them moving while this stage computes (GPipe's
-    // forwards issue every send before the first wait).
-    for (auto& w : sends) (void)w->test();
-    if (a.forward) {
-      if (s == 0) {
-        exchange(Tensor(), 0, 0);
-        in[i] = inputs[i].to(dev);
+  const auto take = [&](Incoming& slot) {
+    timed_wait(*slot.work);
+    slot.work.reset();
+    return std::move(slot.buffer);
+  };
+  post(0);
+  for (size_t it = 0; it < its.size(); ++it) {
+    for (const PipelineAction& a : its[it]) {
+      const int64_t i = a.micro, c = a.chunk, vs = c * stages + s;
+      Tensor &x = in[c][i], &y = out[c][i];
+      std::optional<profile::Scope> span;
+      action_scope(span, vs, a);
+      // MPI moves a large message (its rendezvous) only while the sender is inside MPI: polling the
+      // sends in flight between actions keeps them moving while this stage computes (GPipe's
+      // forwards issue every send before the first wait).
+      for (auto& w : sends) (void)w->test();
+      if (a.forward) {
+        x = vs == 0 ? inputs[i].to(dev) : take(activation_in[static_cast<size_t>(c * m + i)]);
+        if (vs > 0) x.set_requires_grad();
+        const Tensor result = stages_[c]->forward(x);
+        if (vs == last) {
+          y = scaled_loss(loss, result, targets[i], m, total);
+        } else {
+          // The receiver sized its buffer by the learned shape: a stage whose output changes with
+          // the micro-batch is refused here, before a wrong-sized transfer.
+          TESSERA_CHECK(result.shape() == chunk_out_[c].shape && result.dtype() == chunk_out_[c].dtype, "pipeline", "stage ", vs,
+                        " output ", shape_str(result.shape()), " ", result.dtype(), " for micro-batch ", i, ", but ",
+                        shape_str(chunk_out_[c].shape), " ", chunk_out_[c].dtype,
+                        " for the first: every micro-batch must give its stages' outputs one shape and dtype");
+          y = result;
+          outgoing.push_back({dist::P2POp::Kind::send, result.detach().contiguous(), next, kActivation});
+        }
       } else {
-        in[i] = activation_buffer(g, static_cast<int>(s - 1), dev, timed_wait);
-        exchange(in[i], static_cast<int>(s - 1), kActivation);
-        in[i].set_requires_grad();
+        if (vs == last) y.backward();
+        else y.backward(take(gradient_in[static_cast<size_t>(c * m + i)]));
+        if (vs > 0) outgoing.push_back({dist::P2POp::Kind::send, x.grad().contiguous(), prev, kGradient});
+        x = y = Tensor();
       }
-      const Tensor y = stages_[0]->forward(in[i]);
-      if (s == stages - 1) {
-        out[i] = scaled_loss(loss, y, targets[i], m, total);
-      } else {
-        out[i] = y;
-        outgoing.push_back({dist::P2POp::Kind::send, header_of(y), static_cast<int>(s + 1), kHeader});
-        outgoing.push_back({dist::P2POp::Kind::send, y.detach().contiguous(), static_cast<int>(s + 1), kActivation});
-      }
-    } else {
-      if (s == stages - 1) {
-        exchange(Tensor(), 0, 0);
-        out[i].backward();
-      } else {
-        Tensor grad = empty(out[i].shape(), out[i].dtype(), dev);
-        exchange(grad, static_cast<int>(s + 1), kGradient);
-        out[i].backward(grad);
-      }
-      if (s > 0) outgoing.push_back({dist::P2POp::Kind::send, in[i].grad().contiguous(), static_cast<int>(s - 1), kGradient});
-      in[i] = out[i] = Tensor();
     }
+    post(it + 1);
   }
-  exchange(Tensor(), 0, 0);
   for (auto& w : sends) timed_wait(*w);
   if (tie_in_step_) sync_tied_gradients();
   Tensor mean_loss = from_vector<double>({total / static_cast<double>(m)}, {1});
@@ -370,21 +379,25 @@ double Pipeline::evaluate(const Tensor& input, const Tensor& target, const Pipel
     }
     return total / static_cast<double>(m);
   }
-  // Ranked: every micro-batch forward through the stages in order, the loss on the last one.
+  // Ranked: every micro-batch forward through the (virtual) stages in order, the loss on the last one.
   dist::ProcessGroup& g = *group_;
-  const int64_t s = g.rank(), stages = g.world_size();
+  const int64_t s = g.rank(), stages = g.world_size(), last = stages * chunks_ - 1;
+  const int prev = static_cast<int>((s + stages - 1) % stages), next = static_cast<int>((s + 1) % stages);
   const Device dev = devices_[0];
   std::vector<std::unique_ptr<dist::Work>> sends;
   std::vector<Tensor> sent;  // alive until their sends complete
   for (int64_t i = 0; i < m; ++i) {
-    const Tensor x = s == 0 ? inputs[i].to(dev) : receive_activation(g, static_cast<int>(s - 1), dev, [](dist::Work& w) { w.wait(); });
-    const Tensor y = stages_[0]->forward(x);
-    if (s == stages - 1) {
-      total += loss(y, targets[i].to(dev)).item<double>();
-    } else {
-      sent.push_back(header_of(y)), sent.push_back(y.contiguous());
-      sends.push_back(g.send(sent[sent.size() - 2], static_cast<int>(s + 1), kHeader));
-      sends.push_back(g.send(sent.back(), static_cast<int>(s + 1), kActivation));
+    for (int64_t c = 0; c < chunks_; ++c) {
+      const int64_t vs = c * stages + s;
+      const Tensor x = vs == 0 ? inputs[i].to(dev) : receive_activation(g, prev, dev, [](dist::Work& w) { w.wait(); });
+      const Tensor y = stages_[c]->forward(x);
+      if (vs == last) {
+        total += loss(y, targets[i].to(dev)).item<double>();
+      } else {
+        sent.push_back(header_of(y)), sent.push_back(y.contiguous());
+        sends.push_back(g.send(sent[sent.size() - 2], next, kHeader));
+        sends.push_back(g.send(sent.back(), next, kActivation));
+      }
     }
   }
   for (auto& w : sends) w->wait();

@@ -3,6 +3,9 @@
 // With a tensor-parallel group each stage's layers are also split across it (pipeline x tensor
 // parallelism): the embedding and head by vocabulary, the blocks by heads and MLP features.
 #include "tessera/nn/pipeline.h"
+
+#include <algorithm>
+
 #include "tessera/nn/tensor_parallel.h"
 
 namespace tessera::nn {
@@ -84,16 +87,17 @@ class GPTBlocksStage : public Module {
 
 }  // namespace
 
-GPTStages split_gpt(const GPT& gpt, int64_t stages, std::shared_ptr<dist::ProcessGroup> tensor_parallel, int64_t only_stage) {
+GPTStages split_gpt(const GPT& gpt, int64_t stages, std::shared_ptr<dist::ProcessGroup> tensor_parallel,
+                    const std::vector<int64_t>& only_stages) {
   const auto layers = static_cast<int64_t>(gpt.blocks.size());
   TESSERA_CHECK(stages >= 2 && stages <= layers, "split_gpt", "a GPT of ", layers, " blocks splits into 2..", layers, " stages, not ",
                 stages);
-  TESSERA_CHECK(only_stage >= -1 && only_stage < stages, "split_gpt", "stage ", only_stage, " of ", stages);
+  for (int64_t s : only_stages) TESSERA_CHECK(s >= 0 && s < stages, "split_gpt", "stage ", s, " of ", stages);
   const Placement p{gpt.tok->weight.dtype(), gpt.tok->weight.device()};
   GPTStages out;
   for (int64_t s = 0; s < stages; ++s) {
     const GPTBlockRange r = gpt_stage_blocks(layers, stages, s);
-    if (only_stage >= 0 && s != only_stage) {
+    if (!only_stages.empty() && std::find(only_stages.begin(), only_stages.end(), s) == only_stages.end()) {
       out.stages.push_back(nullptr);
     } else if (s == 0) {
       out.stages.push_back(std::make_shared<GPTEmbedStage>(gpt, r.first, r.count, tensor_parallel, p));

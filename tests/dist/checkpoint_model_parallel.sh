@@ -2,7 +2,8 @@
 # Checkpoints of `tessera train --model gpt` split across ranks hold the whole GPT and its
 # per-parameter Adam state, so a run resumes under any layout: 10 steps as pipeline 2 x tensor
 # parallel 2 on 4 ranks, then 10 more in one process and as tensor parallel 2 on 2 ranks; 10 steps
-# in one process, then 10 more as a 2-stage pipeline over 2 ranks. Each resumed run follows the
+# in one process, then 10 more as a 2-stage pipeline over 2 ranks; 10 steps of a 4-block GPT as an
+# interleaved pipeline (2 stages x 2 chunks), then 10 more in one process. Each resumed run follows the
 # unbroken single-process run within 1e-4 at every step. The split run's file also resumes fully
 # sharded (ZeRO-3), and as a 2-stage pipeline sharded over 2 replicas (--pipeline 2 --zero 3 on 4
 # ranks), as it resumes under DDP (the plain loader), `tessera generate` reads it, and
@@ -36,19 +37,28 @@ run resumed-ppzero "$mpiexec" -n 4 "$tessera" "${common[@]}" --steps 20 --pipeli
 run half "$tessera" "${common[@]}" --steps 10 --checkpoint "$dir/whole.safetensors"
 run resumed-pp "$mpiexec" -n 2 "$tessera" "${common[@]}" --steps 20 --pipeline 2 --micro-batches 2 --checkpoint "$dir/whole.safetensors" \
   --resume
+# An interleaved pipeline's checkpoint (chunks named by index on each rank) resumes in one process.
+deep=()  # common with --layers 4 (CLI11 takes a flag once)
+prev=""
+for w in "${common[@]}"; do [[ $prev == --layers ]] && deep+=(4) || deep+=("$w"); prev=$w; done
+run single4 "$tessera" "${deep[@]}" --steps 20
+run int-half "$mpiexec" -n 2 "$tessera" "${deep[@]}" --steps 10 --pipeline 2 --pipeline-schedule interleaved --micro-batches 2 \
+  --checkpoint "$dir/int.safetensors"
+run int-resumed-one "$tessera" "${deep[@]}" --steps 20 --checkpoint "$dir/int.safetensors" --resume
 cat "$dir/pp-tp.log" "$dir/resumed-tp.log"
 "$tessera" generate --checkpoint "$dir/split.safetensors" --prompt "the " --tokens 20 --compare 2> /dev/null | grep -q "compare: identical"
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
 r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-tp", "resumed-one", "resumed-tp", "resumed-ddp", "resumed-zero",
-                                                   "resumed-ppzero", "half", "resumed-pp")}
+                                                   "resumed-ppzero", "half", "resumed-pp", "single4", "int-half", "int-resumed-one")}
 def worst(name, ref, first, count):
     got, want = r[name]["step_losses"], r[ref]["step_losses"][first:first + count]
     assert len(got) == count == len(want), f"{name}: {len(got)} steps, expected {count}"
     return max(abs(x - y) / y for x, y in zip(got, want))
 checks = (("pp-tp", "single", 0), ("resumed-one", "single", 10), ("resumed-tp", "single", 10), ("resumed-pp", "single", 10),
-          ("resumed-zero", "resumed-ddp", 0), ("resumed-ppzero", "resumed-ddp", 0))
+          ("resumed-zero", "resumed-ddp", 0), ("resumed-ppzero", "resumed-ddp", 0), ("int-half", "single4", 0),
+          ("int-resumed-one", "single4", 10))
 for name, ref, first in checks:
     w = worst(name, ref, first, 10)
     print(f"{name:12s} vs {ref:11s} steps {first + 1}-{first + 10}: worst relative step-loss difference {w:.2e}; "

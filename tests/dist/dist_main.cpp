@@ -5,6 +5,7 @@
 //   dist_test pipeline-gpt-part <device>   each stage's rank builds only its part of the GPT (model_parallel_checks.cpp)
 //   dist_test model-parallel-zero3 <device>   ZeRO-3 x pipeline / tensor parallel on 4 ranks (model_parallel_checks.cpp)
 //   dist_test pipeline|pipeline-gpt <device>   send/recv, the ranked pipeline, a pipelined GPT (2 ranks)
+//   dist_test pipeline-interleaved <device>   the interleaved schedule over every rank (2 chunks each)
 //   dist_test hang|die|pipeline-die|p2p-unbatched   the watchdog cases (tests/dist/watchdog.sh)
 // A plain program, not doctest: doctest's discovery would run it without mpirun at build time.
 #include <chrono>
@@ -355,6 +356,55 @@ void check_pipeline(dist::ProcessGroup& pg, Device dev) {
   }
 }
 
+// The interleaved schedule over every rank of the group (S = world, 2 chunks each: rank r holds
+// virtual stages r and r + S of a 2S-layer chain), with M = S (every forward first) and M = 2S
+// micro-batches: the loss, evaluate() and each chunk's gradients equal the whole chain's on one
+// rank. Under TESSERA_P2P_STREAM_ORDER (CTest) a transfer order that would deadlock NCCL's ring
+// of stages deadlocks here and the watchdog names it.
+void check_pipeline_interleaved(dist::ProcessGroup& pg, Device dev) {
+  const int r = pg.rank(), w = pg.world_size();
+  const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
+  std::shared_ptr<dist::ProcessGroup> group(&pg, [](dist::ProcessGroup*) {});
+  for (int64_t m : {int64_t{w}, int64_t{2 * w}}) {
+    manual_seed(5);
+    std::vector<std::shared_ptr<nn::Linear>> linears;
+    std::vector<nn::ModulePtr> layers;
+    for (int l = 0; l < 2 * w; ++l) {
+      linears.push_back(std::make_shared<nn::Linear>(l == 0 ? 8 : 16, l == 2 * w - 1 ? 4 : 16));
+      layers.push_back(linears.back()), layers.push_back(std::make_shared<nn::Tanh>());
+    }
+    auto whole = std::make_shared<nn::Sequential>(layers);
+    whole->to(dev);
+    const Tensor x = div(rank_tensor({4 * w, 8}, 0, DType::f32, dev), 100.0), y = div(rank_tensor({4 * w, 4}, 1, DType::f32, dev), 50.0);
+    const Tensor ref = mse(whole->forward(x), y);
+    ref.backward();
+    std::vector<std::shared_ptr<nn::Linear>> mine;  // copies of virtual stages r and r + w
+    std::vector<nn::ModulePtr> chunks;
+    for (int c = 0; c < 2; ++c) {
+      const nn::Linear& src = *linears[static_cast<size_t>(c * w + r)];
+      mine.push_back(std::make_shared<nn::Linear>(src.weight.size(1), src.weight.size(0)));
+      mine.back()->load_state_dict(src.state_dict());
+      chunks.push_back(std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{mine.back(), std::make_shared<nn::Tanh>()}));
+    }
+    nn::Pipeline pipe(chunks, group, dev, nn::PipelineSchedule::interleaved_1f1b, m);
+    const double evaluated = pipe.evaluate(x, y, mse);
+    const double loss = pipe.train_step(x, y, mse);
+    const std::string name = "interleaved, " + std::to_string(m) + " micro-batches";
+    expect(std::abs(loss - ref.item<double>()) <= 1e-5 * std::abs(ref.item<double>()), name + ": pipeline loss equals the whole chain's");
+    expect(std::abs(evaluated - ref.item<double>()) <= 1e-5 * std::abs(ref.item<double>()), name + ": evaluate()");
+    double worst = 0.0;
+    for (int c = 0; c < 2; ++c) {
+      const nn::Linear& want = *linears[static_cast<size_t>(c * w + r)];
+      worst =
+          std::max({worst, max_abs_diff(mine[c]->weight.grad(), want.weight.grad()), max_abs_diff(mine[c]->bias.grad(), want.bias.grad())});
+    }
+    expect(worst <= 1e-6, name + ": both chunks' gradients");
+    if (r == 0)
+      std::printf("interleaved pipeline, %d stages x 2 chunks, %lld micro-batches: loss %.6f (whole %.6f), bubble %.3f\n", w,
+                  static_cast<long long>(m), loss, ref.item<double>(), pipe.stats().bubble_fraction);
+  }
+}
+
 // Tensor parallelism on every rank of the group against the whole layers on one rank: a
 // column- then row-parallel MLP, a gathered column-parallel output, and a vocabulary-split
 // embedding with the vocab-parallel cross-entropy: the same outputs and loss, and each rank's
@@ -494,6 +544,8 @@ int main(int argc, char** argv) {
       check_fsdp_memory(*pg, dev);
     } else if (mode == "pipeline") {
       check_pipeline(*pg, dev);
+    } else if (mode == "pipeline-interleaved") {
+      check_pipeline_interleaved(*pg, dev);
     } else if (mode == "pipeline-die") {
       // Stage 1 dies before its first forward: stage 0's wait on the gradient (or the launcher's
       // SIGTERM) names the recv it was waiting in.
@@ -540,7 +592,7 @@ int main(int argc, char** argv) {
                    "usage: dist_test "
                    "collectives|ddp|zero|tensor-parallel|tensor-parallel-gpt|pipeline-tensor-parallel-gpt|pipeline-gpt-part|"
                    "model-parallel-zero3|fsdp|"
-                   "fsdp-memory|pipeline|"
+                   "fsdp-memory|pipeline|pipeline-interleaved|"
                    "pipeline-gpt|hang|die|pipeline-die "
                    "[device] | "
                    "zero-save|zero-load "

@@ -2,7 +2,8 @@
 # `tessera train --model gpt` split across ranks: --pipeline 2 (in one process, and one stage
 # per rank under mpirun), --tensor-parallel 2, pipeline 2 x tensor parallel 2 on 4 ranks, and
 # pipeline 2 x data parallel 2 on 4 ranks, and each rank's part fully sharded over 2 replicas
-# (--zero 3 with --pipeline 2 and --tensor-parallel 2 on 4 ranks, with both on 8), each following its
+# (--zero 3 with --pipeline 2 and --tensor-parallel 2 on 4 ranks, with both on 8), and the
+# interleaved schedule (2 chunks a stage, alone and with both on 8), each following its
 # reference run (the single process, or DDP over the same replicas' windows) within 1e-4 at every step, clipping included (--clip 1
 # clips the first steps: the whole model's norm is summed over stages and shards, each weight
 # once). 3 ranks for pipeline 2 x tensor parallel 2 are refused with the reason. A GPT whose
@@ -32,6 +33,15 @@ run pp-dp "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --micro-batches
 run pp-zero "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --micro-batches 2 --zero 3
 run tp-zero "$mpiexec" -n 4 "$tessera" "${common[@]}" --tensor-parallel 2 --zero 3
 run pp-tp-zero "$mpiexec" -n 8 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 --micro-batches 2 --zero 3
+# The interleaved schedule: 4 blocks as 2 stages x 2 chunks (virtual stages 0, 2 on rank 0; 1, 3 on rank 1).
+deep=()  # common with --layers 4 (CLI11 takes a flag once)
+prev=""
+for w in "${common[@]}"; do [[ $prev == --layers ]] && deep+=(4) || deep+=("$w"); prev=$w; done
+run single4 "$tessera" "${deep[@]}"
+run ddp4 "$mpiexec" -n 2 "$tessera" "${deep[@]}" --distributed
+run pp-int "$mpiexec" -n 2 "$tessera" "${deep[@]}" --pipeline 2 --pipeline-schedule interleaved --micro-batches 4
+run pp-int-tp-zero "$mpiexec" -n 8 "$tessera" "${deep[@]}" --pipeline 2 --pipeline-schedule interleaved --micro-batches 2 \
+  --tensor-parallel 2 --zero 3
 cat "$dir/pp-tp.log" "$dir/pp-dp.log" "$dir/pp-tp-zero.log"
 grep -q "fully sharded (ZeRO-3) over the 2 data-parallel replicas" "$dir/pp-tp-zero.log"
 grep -q "layout: 4 ranks = pipeline 2 x tensor parallel 2 x data parallel 1" "$dir/pp-tp.log"
@@ -43,20 +53,22 @@ python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
 r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-local", "pp", "tp", "pp-tp", "ddp", "pp-dp", "pp-zero", "tp-zero",
-                                                   "pp-tp-zero")}
+                                                   "pp-tp-zero", "single4", "ddp4", "pp-int", "pp-int-tp-zero")}
 def worst(a, b):
     assert len(r[a]["step_losses"]) == len(r[b]["step_losses"]) == 30
     return max(abs(x - y) / x for x, y in zip(r[a]["step_losses"], r[b]["step_losses"]))
 for name, ref in (("pp-local", "single"), ("pp", "single"), ("tp", "single"), ("pp-tp", "single"), ("pp-dp", "ddp"), ("pp-zero", "ddp"),
-                  ("tp-zero", "ddp"), ("pp-tp-zero", "ddp")):
+                  ("tp-zero", "ddp"), ("pp-tp-zero", "ddp"), ("pp-int", "single4"), ("pp-int-tp-zero", "ddp4")):
     w = worst(name, ref)
-    print(f"{name:10s} vs {ref:6s}: worst relative step-loss difference over 30 steps {w:.2e}; val loss {r[name]['val_loss']:.4f} vs {r[ref]['val_loss']:.4f}")
+    print(f"{name:14s} vs {ref:7s}: worst relative step-loss difference over 30 steps {w:.2e}; val loss {r[name]['val_loss']:.4f} vs {r[ref]['val_loss']:.4f}")
     assert w <= 1e-4, f"{name} does not follow {ref}"
     assert abs(r[name]["val_loss"] - r[ref]["val_loss"]) <= 1e-4 * r[ref]["val_loss"], f"{name}'s validation loss is not {ref}'s"
 assert r["single"]["step_losses"][0] - r["single"]["val_loss"] > 0.5, "the single-process run did not learn"
 assert r["pp-tp"]["layout"] == {"pipeline": 2, "tensor_parallel": 2, "data_parallel": 1, "zero": 0}
 assert r["pp-tp-zero"]["layout"] == {"pipeline": 2, "tensor_parallel": 2, "data_parallel": 2, "zero": 3}
 assert r["pp"]["pipeline"]["schedule"] == "gpipe" and abs(r["pp"]["pipeline"]["bubble_fraction"] - 0.2) < 1e-9
+p = r["pp-int"]["pipeline"]  # 2 stages x 2 chunks, 4 micro-batches: 1F1B's bubble 1/5, interleaved 1/9
+assert p["schedule"] == "interleaved" and p["chunks"] == 2 and abs(p["bubble_fraction"] - 1 / 9) < 1e-9, p
 PY
 if "$mpiexec" -n 3 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 > "$dir/three.log" 2>&1; then
   echo "FAIL: 3 ranks ran pipeline 2 x tensor parallel 2"; exit 1

@@ -238,14 +238,14 @@ TEST_CASE("a GPT built in part for one pipeline stage holds that stage's blocks,
       CAPTURE(name);
       CHECK(amax(abs(sub(t, want.at(name)))).item<double>() == 0.0);
     }
-    const GPTStages mine = split_gpt(part, 2, nullptr, stage);
+    const GPTStages mine = split_gpt(part, 2, nullptr, {stage});
     CHECK(mine.stages[static_cast<size_t>(1 - stage)] == nullptr);
     const StateDict from_whole = whole_split.stages[static_cast<size_t>(stage)]->state_dict();
     for (const auto& [name, t] : mine.stages[static_cast<size_t>(stage)]->state_dict()) {
       CAPTURE(name);
       CHECK(amax(abs(sub(t, from_whole.at(name)))).item<double>() == 0.0);
     }
-    TESSERA_CHECK_THROWS_WITH(split_gpt(part, 2, nullptr, 1 - stage), "was not built");
+    TESSERA_CHECK_THROWS_WITH(split_gpt(part, 2, nullptr, {1 - stage}), "was not built");
     TESSERA_CHECK_THROWS_WITH(const_cast<GPT&>(part).forward(zeros({1, 4}, DType::i64, device())), "part built for a pipeline stage");
     GPTParallelOptions po;
     po.pipeline = 2;

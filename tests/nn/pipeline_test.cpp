@@ -61,7 +61,65 @@ TEST_CASE("pipeline schedules: GPipe and 1F1B action orders") {
   CHECK(str(pipeline_actions(PipelineSchedule::one_f_one_b, 1, 2, 4)) == "F0 B0 F1 B1 F2 B2 F3 B3 ");
   CHECK(str(pipeline_actions(PipelineSchedule::one_f_one_b, 0, 4, 2)) == "F0 F1 B0 B1 ");  // fewer micro-batches than stages
   CHECK(parse_pipeline_schedule("1f1b") == PipelineSchedule::one_f_one_b);
-  TESSERA_CHECK_THROWS_WITH(parse_pipeline_schedule("zb"), "pipeline: schedule 'zb' is not one of gpipe, 1f1b");
+  TESSERA_CHECK_THROWS_WITH(parse_pipeline_schedule("zb"), "pipeline: schedule 'zb' is not one of gpipe, 1f1b, interleaved");
+}
+
+TEST_CASE("interleaved 1F1B: Megatron's order of each stage's model chunks, and the shapes it refuses") {
+  auto str = [](const std::vector<PipelineAction>& a) {
+    std::string s;
+    for (const auto& x : a) s += (x.forward ? "F" : "B") + std::to_string(x.chunk) + "." + std::to_string(x.micro) + " ";
+    return s;
+  };
+  const auto interleaved = PipelineSchedule::interleaved_1f1b;
+  CHECK(parse_pipeline_schedule("interleaved") == interleaved);
+  // 2 stages x 2 chunks (virtual stages 0, 2 on stage 0; 1, 3 on stage 1), 4 micro-batches in groups of 2.
+  CHECK(str(pipeline_actions(interleaved, 0, 2, 4, 2)) ==
+        "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3 ");
+  CHECK(str(pipeline_actions(interleaved, 1, 2, 4, 2)) ==
+        "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3 ");
+  // As many micro-batches as stages: every forward first.
+  CHECK(str(pipeline_actions(interleaved, 1, 2, 2, 2)) == "F0.0 F0.1 F1.0 F1.1 B1.0 B1.1 B0.0 B0.1 ");
+  TESSERA_CHECK_THROWS_WITH(pipeline_actions(interleaved, 0, 2, 3, 2), "3 micro-batches do not divide by it");
+  TESSERA_CHECK_THROWS_WITH(pipeline_actions(interleaved, 0, 2, 4, 1), "at least 2 model chunks");
+  TESSERA_CHECK_THROWS_WITH(pipeline_actions(PipelineSchedule::one_f_one_b, 0, 2, 4, 2), "use the interleaved schedule");
+}
+
+TEST_CASE("an interleaved pipeline (2 stages x 2 chunks) equals the whole model, with a smaller bubble than 1F1B") {
+  const std::vector<Device> devs = stage_devices();
+  const Tensor x = make_input({16, 8}, DType::f32, 3), y = make_input({16, 4}, DType::f32, 4);
+  const auto mse = [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
+  manual_seed(13);
+  const std::vector<int64_t> widths{8, 16, 16, 16, 4};
+  std::vector<ModulePtr> layers, chunks;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+    auto lin = std::make_shared<Linear>(widths[l], widths[l + 1]), copy = std::make_shared<Linear>(widths[l], widths[l + 1]);
+    copy->load_state_dict(lin->state_dict());
+    layers.push_back(lin), layers.push_back(std::make_shared<Tanh>());
+    chunks.push_back(std::make_shared<Sequential>(std::vector<ModulePtr>{copy, std::make_shared<Tanh>()}));
+  }
+  const auto whole = std::make_shared<Sequential>(layers);
+  whole->to(device());
+  const Tensor ref_loss = mse(whole->forward(x), y);
+  ref_loss.backward();
+  // Virtual stage v on stage v mod 2: chunks 0 and 2 on the first device, 1 and 3 on the second.
+  Pipeline pipe(chunks, {devs[0], devs[1], devs[0], devs[1]}, PipelineSchedule::interleaved_1f1b, 4, 2);
+  CHECK(pipe.evaluate(x, y, mse) == doctest::Approx(ref_loss.item<double>()).epsilon(1e-5));
+  CHECK(pipe.train_step(x, y, mse) == doctest::Approx(ref_loss.item<double>()).epsilon(1e-5));
+  const std::vector<Tensor> want = whole->parameters(), got = pipe.parameters();
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(got[i].grad().defined());
+    CHECK(max_rel_diff(got[i].grad(), want[i].grad()) < 1e-5);
+  }
+  const PipelineStats& st = pipe.stats();
+  CHECK(st.stages == 2);
+  CHECK(st.chunks == 2);
+  MESSAGE("interleaved bubble " << st.bubble_fraction << " (1F1B: 0.2), activations in flight " << st.peak_in_flight[0] << ", "
+                                << st.peak_in_flight[1]);
+  CHECK(st.bubble_fraction < 0.2);  // 1F1B's (S-1)/(M+S-1) at 2 stages and 4 micro-batches
+  TESSERA_CHECK_THROWS_WITH(Pipeline(chunks, {devs[0], devs[1], devs[0], devs[1]}, PipelineSchedule::interleaved_1f1b, 3, 2),
+                            "do not divide by it");
 }
 
 TEST_CASE("a two-stage pipeline's loss and gradients equal the whole model's on the whole batch") {

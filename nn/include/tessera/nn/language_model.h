@@ -71,13 +71,15 @@ class GPT : public LanguageModel {
   GPT(const GPTConfig& c, Placement p = {});
   /**
    * Part of the GPT for one pipeline stage's rank: the embeddings, the final norm and only the
-   * blocks in `built` (the others stay null and unregistered). Each skipped block's random draws
+   * blocks in `built` (at least one; the others stay null and unregistered). Each skipped block's random draws
    * are skipped too (the generator moves on as if it had been built), so every weight built is
    * the whole GPT's of the same seed, and the generator ends where the whole GPT's leaves it.
    * GPTModelParallel takes it in place of the whole GPT for a pipeline of ranks: no rank's host
    * then holds the whole model. It does not run forward.
    */
-  GPT(const GPTConfig& c, Placement p, GPTBlockRange built);
+  GPT(const GPTConfig& c, Placement p, GPTBlockRange built) : GPT(c, p, std::vector<GPTBlockRange>{built}) {}
+  /** The same for the several model chunks an interleaved pipeline stage holds. */
+  GPT(const GPTConfig& c, Placement p, const std::vector<GPTBlockRange>& built);
   /** False for a part built with a GPTBlockRange short of every block. */
   bool is_whole() const;
   /** The whole GPT's parameter count (a part counts the blocks it skipped too). */

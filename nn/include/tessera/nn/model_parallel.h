@@ -79,6 +79,9 @@ struct GPTParallelOptions {
   int pipeline = 1, tensor = 1;
   int64_t micro_batches = 1;  ///< per replica's batch (pipeline > 1)
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  /** Interleaved: model chunks per stage (the GPT split into pipeline x chunks virtual stages,
+   *  virtual stage v on stage v mod pipeline); 1 for the other schedules. */
+  int64_t chunks = 1;
   /** ZeRO-3 over the data-parallel replicas (world / (pipeline x tensor) of them, at least 2):
    *  each rank keeps 1/data of its stage's (and tensor-parallel shard's) parameters, gradients
    *  and optimizer state, each block gathered for its forward and backward. */
@@ -154,6 +157,7 @@ class GPTModelParallel final : public ModelParallel {
   ModulePtr local_;                   // the stage (ranked), the stages (in process) or the tensor-parallel GPT
   std::vector<Tensor> counted_once_;  // the gradients the global norm sums on this rank
   std::vector<ParamGroup> local_groups_;  // local_'s parameters in the unsplit model's groups
+  int64_t chunks_ = 1;                    // model chunks per stage (interleaved): local_ holds them by index
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
 };
 
