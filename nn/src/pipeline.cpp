@@ -258,9 +258,9 @@ double Pipeline::run_ranked(const std::vector<Tensor>& inputs, const std::vector
   // with its backward) one batch_p2p carries the iteration's sends and the next iteration's
   // receives. On NCCL and RCCL a send holds the stream until its peer receives and a group
   // completes as a whole; batched so, no stage waits with a send its peer needs unissued, in the
-  // interleaved ring too (detail::pipeline_iterations). Activations travel without headers: their
+  // interleaved ring too (pipeline_iterations). Activations travel without headers: their
   // shapes were learned before the step (learn_boundary_shapes).
-  const auto its = detail::pipeline_iterations(schedule_, s, stages, m, chunks);
+  const auto its = pipeline_iterations(schedule_, s, stages, m, chunks);
   struct Incoming {
     Tensor buffer;
     std::unique_ptr<dist::Work> work;

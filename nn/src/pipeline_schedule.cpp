@@ -56,21 +56,6 @@ int64_t pipeline_warmup(PipelineSchedule schedule, int64_t stage, int64_t stages
   return m == stages ? total : std::min(2 * (stages - stage - 1) + (chunks - 1) * stages, total);
 }
 
-std::vector<std::vector<PipelineAction>> pipeline_iterations(PipelineSchedule schedule, int64_t stage, int64_t stages, int64_t m,
-                                                             int64_t chunks) {
-  const std::vector<PipelineAction> a = pipeline_actions(schedule, stage, stages, m, chunks);
-  std::vector<std::vector<PipelineAction>> out;
-  if (schedule != PipelineSchedule::interleaved_1f1b) {  // each action alone: its sends leave before the next action runs
-    for (const PipelineAction& x : a) out.push_back({x});
-    return out;
-  }
-  const auto warmup = static_cast<size_t>(pipeline_warmup(schedule, stage, stages, m, chunks));
-  const size_t pairs = static_cast<size_t>(m * chunks) - warmup;
-  for (size_t j = 0; j < warmup; ++j) out.push_back({a[j]});
-  for (size_t j = 0; j < pairs; ++j) out.push_back({a[warmup + 2 * j], a[warmup + 2 * j + 1]});
-  for (size_t j = warmup + 2 * pairs; j < a.size(); ++j) out.push_back({a[j]});
-  return out;
-}
 }  // namespace detail
 
 std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t stage, int64_t stages, int64_t micro_batches,
@@ -109,6 +94,22 @@ std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t 
   }
   for (int64_t k = total - warmup; k < total; ++k) a.push_back(nth(k, false));
   return a;
+}
+
+std::vector<std::vector<PipelineAction>> pipeline_iterations(PipelineSchedule schedule, int64_t stage, int64_t stages, int64_t m,
+                                                             int64_t chunks) {
+  const std::vector<PipelineAction> a = pipeline_actions(schedule, stage, stages, m, chunks);
+  std::vector<std::vector<PipelineAction>> out;
+  if (schedule != PipelineSchedule::interleaved_1f1b) {  // each action alone: its sends leave before the next action runs
+    for (const PipelineAction& x : a) out.push_back({x});
+    return out;
+  }
+  const auto warmup = static_cast<size_t>(detail::pipeline_warmup(schedule, stage, stages, m, chunks));
+  const size_t pairs = static_cast<size_t>(m * chunks) - warmup;
+  for (size_t j = 0; j < warmup; ++j) out.push_back({a[j]});
+  for (size_t j = 0; j < pairs; ++j) out.push_back({a[warmup + 2 * j], a[warmup + 2 * j + 1]});
+  for (size_t j = warmup + 2 * pairs; j < a.size(); ++j) out.push_back({a[j]});
+  return out;
 }
 
 namespace detail {

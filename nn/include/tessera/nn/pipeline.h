@@ -41,6 +41,17 @@ std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t 
  *  `micro_batches`. */
 void check_pipeline_shape(PipelineSchedule schedule, int64_t stages, int64_t micro_batches, int64_t chunks);
 
+/** The stage's actions as the ranked transport's iterations, as Megatron-LM groups them: GPipe
+ *  and 1F1B each action alone; interleaved each warm-up forward alone, then each steady-state
+ *  forward with the backward that follows it, then each cool-down backward alone. After an
+ *  iteration one batch_p2p carries its sends and the next iteration's receives: on NCCL's ordered
+ *  streams no stage then waits with a send its peer needs unissued (checked by a model of NCCL's
+ *  group semantics for 2-5 stages, 1-12 micro-batches, 1-3 chunks and every schedule, and by the
+ *  TESSERA_P2P_STREAM_ORDER tests; one action at a time deadlocks the interleaved ring, pairs
+ *  would delay 1F1B's activations by a backward). */
+std::vector<std::vector<PipelineAction>> pipeline_iterations(PipelineSchedule schedule, int64_t stage, int64_t stages,
+                                                             int64_t micro_batches, int64_t chunks);
+
 struct PipelineStats {
   int64_t stages = 0, micro_batches = 0, chunks = 1;
   /** Idle stage slots over all stage slots when every action (one chunk's forward or backward of
