@@ -77,6 +77,24 @@ Tensor scaled_loss(const PipelineLoss& loss, const Tensor& output, const Tensor&
   return mul(l, 1.0 / static_cast<double>(m));
 }
 
+// The stages in eval mode for the scope's lifetime, each back in its own mode after (also when
+// an exception leaves the scope).
+class EvalModeScope {
+ public:
+  explicit EvalModeScope(const std::vector<ModulePtr>& stages) : stages_(stages) {
+    for (const ModulePtr& stage : stages_) was_.push_back(stage->is_training()), stage->eval();
+  }
+  ~EvalModeScope() {
+    for (size_t k = 0; k < stages_.size(); ++k) stages_[k]->train(was_[k]);
+  }
+  EvalModeScope(const EvalModeScope&) = delete;
+  EvalModeScope& operator=(const EvalModeScope&) = delete;
+
+ private:
+  const std::vector<ModulePtr>& stages_;
+  std::vector<bool> was_;
+};
+
 }  // namespace
 
 Pipeline::Pipeline(std::vector<ModulePtr> stages, std::vector<Device> devices, PipelineSchedule schedule, int64_t micro_batches,
@@ -213,8 +231,7 @@ void Pipeline::learn_boundary_shapes(const Tensor& micro_input) {
   const int64_t s = g.rank(), stages = g.world_size(), last = stages * chunks_ - 1;
   const int prev = static_cast<int>((s + stages - 1) % stages), next = static_cast<int>((s + 1) % stages);
   const NoGradGuard no_grad;
-  std::vector<bool> training;
-  for (const ModulePtr& chunk : stages_) training.push_back(chunk->is_training()), chunk->eval();  // no dropout draws
+  const EvalModeScope eval_mode(stages_);  // no dropout draws
   chunk_in_.assign(stages_.size(), Boundary{}), chunk_out_ = chunk_in_;
   std::vector<std::unique_ptr<dist::Work>> sends;
   std::vector<Tensor> sent;  // alive until their sends complete
@@ -229,7 +246,6 @@ void Pipeline::learn_boundary_shapes(const Tensor& micro_input) {
     sends.push_back(g.send(sent.back(), next, kActivation));
   }
   for (auto& w : sends) w->wait();
-  for (size_t c = 0; c < stages_.size(); ++c) stages_[c]->train(training[c]);
   boundary_key_ = key;
 }
 
@@ -360,15 +376,7 @@ double Pipeline::evaluate(const Tensor& input, const Tensor& target, const Pipel
   const std::vector<Tensor> inputs = micro_split(input, micro_batches_, "input");
   const std::vector<Tensor> targets = micro_split(target, micro_batches_, "target");
   const NoGradGuard no_grad;
-  std::vector<bool> training;
-  for (const ModulePtr& stage : stages_) training.push_back(stage->is_training()), stage->eval();
-  struct Restore {
-    const std::vector<ModulePtr>& stages;
-    const std::vector<bool>& was;
-    ~Restore() {
-      for (size_t k = 0; k < stages.size(); ++k) stages[k]->train(was[k]);
-    }
-  } const restore{stages_, training};
+  const EvalModeScope eval_mode(stages_);
   const auto m = static_cast<int64_t>(inputs.size());
   double total = 0.0;
   if (!group_) {
