@@ -62,4 +62,12 @@ expect_error "model_config layers 1000000" generate --checkpoint "$dir/huge.safe
 expect_error "out of range" train "${tiny[@]}" --data "$dir/text" --seed 99999999999999999999999
 head -c 400 "$dir/text" > "$dir/short"
 expect_error "validation split" train "${model[@]}" --steps 2 --eval-every 2 --data "$dir/short" --context 64
+# Split layouts that cannot run are refused with the reason (one process, no mpirun needed).
+split=(--model gpt --heads 2 --dim 16 --quiet --steps 2 --eval-every 2 --context 16 --data "$dir/text")
+expect_error "needs --pipeline-schedule interleaved" train "${split[@]}" --layers 2 --pipeline 2 --pipeline-chunks 2
+expect_error "virtual stages need at least as many --layers, got 3" train "${split[@]}" --layers 3 --pipeline 2 \
+  --pipeline-schedule interleaved
+expect_error "3 micro-batches do not divide by it" train "${split[@]}" --layers 4 --pipeline 2 --pipeline-schedule interleaved \
+  --micro-batches 3 --batch-size 6
+expect_error "1 process leaves one: launch 4" train "${split[@]}" --layers 2 --pipeline 2 --zero 3
 echo "lm faults: ok"
