@@ -173,6 +173,7 @@ void run_train(TrainArgs& a, const CLI::App& cmd) {
     po.schedule = nn::parse_pipeline_schedule(a.pipeline_schedule);
     po.chunks = chunks;
     po.zero3 = a.zero == 3;
+    po.zero3_reshard_after_use = !a.zero_keep_gathered;
     po.optimizer = opts;
     mp = std::make_unique<nn::GPTModelParallel>(dynamic_cast<const nn::GPT&>(*model), group, device, po);
     model = std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>(), &mp->local_module());  // not owning: mp does

@@ -110,6 +110,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "bubble for more transfers; micro-batches a multiple of --pipeline)")
       ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}))
       ->capture_default_str();
+  cmd.add_flag("--zero-keep-gathered", a.zero_keep_gathered,
+               "With --zero 3 and --pipeline or --tensor-parallel: each block, once gathered, stays gathered (its gradients "
+               "unsharded) until the step ends: one all-gather and one reduce-scatter per block a step instead of per "
+               "micro-batch, at the memory of the rank's whole part and its gradients during the step");
   cmd.add_option("--pipeline-chunks", a.pipeline_chunks,
                  "With --pipeline-schedule interleaved: model chunks (virtual stages) per stage (default 2)")
       ->check(CLI::Range(int64_t{2}, int64_t{64}));
@@ -187,6 +191,8 @@ void validate_train_args(const TrainArgs& a, const std::function<bool(const std:
       TESSERA_CHECK(!explicit_flag(flag) || a.pipeline > 1, "train", flag, " needs --pipeline 2 or more");
     TESSERA_CHECK(!explicit_flag("--pipeline-chunks") || a.pipeline_schedule == "interleaved", "train",
                   "--pipeline-chunks needs --pipeline-schedule interleaved");
+    TESSERA_CHECK(!a.zero_keep_gathered || (a.zero == 3 && (a.pipeline > 1 || a.tensor_parallel > 1)), "train",
+                  "--zero-keep-gathered needs --zero 3 with --pipeline or --tensor-parallel");
     for (const char* flag : {"--heads", "--dropout"}) {
       TESSERA_CHECK(a.model != "lstm" || !explicit_flag(flag), "train", flag, " does not apply to --model lstm: only the gpt has it");
     }
@@ -309,6 +315,7 @@ std::string train_config_json(const TrainArgs& a) {
     config["pipeline"] = a.pipeline, config["tensor_parallel"] = a.tensor_parallel;
     config["micro_batches"] = a.micro_batches, config["pipeline_schedule"] = a.pipeline_schedule;
     if (a.pipeline_schedule == "interleaved") config["pipeline_chunks"] = a.pipeline_chunks;
+    if (a.zero_keep_gathered) config["zero_keep_gathered"] = true;
   }
   if (is_language_model(a.model)) {
     config["layers"] = a.layers, config["heads"] = a.heads, config["dim"] = a.dim, config["context"] = a.context;

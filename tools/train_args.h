@@ -38,6 +38,7 @@ struct TrainArgs {
   int64_t micro_batches = 0;  ///< per replica's batch (0: 2 x --pipeline)
   std::string pipeline_schedule = "1f1b";
   int64_t pipeline_chunks = 0;    ///< interleaved: model chunks per stage (0: 2)
+  bool zero_keep_gathered = false;  ///< --zero 3 with --pipeline/--tensor-parallel: gather each block once a step
   int64_t grad_accumulation = 1;  ///< batches per optimizer step
   int64_t warmup = 100;           ///< linear warm-up steps before the cosine decay (image models: 0 unless given)
   double clip_norm = 1.0;         ///< global gradient-norm clip (image models: 0 = off unless given)

@@ -134,6 +134,7 @@ struct FullyShardedDataParallel::State {
   void grad_ready(size_t f, size_t k) {
     Flat& flat = flats[f];
     flat.got[k] = true;
+    if (!options.reshard_after_use) return;  // reduced once, by finish_gradient_sync()
     if (std::all_of(flat.got.begin(), flat.got.end(), [](bool g) { return g; })) reduce(f);
   }
   // The units' order in one forward pass: `order` up to its first repeat. A pipeline stage runs
@@ -281,7 +282,7 @@ void FullyShardedDataParallel::State::register_hooks(const std::shared_ptr<State
           return Tensor();
         });
       }
-      st->release(u);
+      if (st->options.reshard_after_use) st->release(u);
     });
   }
 }

@@ -134,12 +134,13 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
   if (pipeline_) pipeline_->defer_tied_sync();  // once per optimizer step, in finish_gradient_sync()
   index_parameters(whole);
   local_groups_ = weight_decay_groups(*local_, options.optimizer);
-  if (options.zero3) shard_over_replicas(options.optimizer, tied_name);
+  if (options.zero3) shard_over_replicas(options, tied_name);
 }
 
-void GPTModelParallel::shard_over_replicas(const OptimOptions& options, const std::string& tied_name) {
+void GPTModelParallel::shard_over_replicas(const GPTParallelOptions& options, const std::string& tied_name) {
   FsdpOptions fo;
-  fo.param_groups = weight_decay_groups(*local_, options);
+  fo.param_groups = weight_decay_groups(*local_, options.optimizer);
+  fo.reshard_after_use = options.zero3_reshard_after_use;
   fo.broadcast_parameters = false;  // every replica split the same whole GPT
   std::vector<ModulePtr> units;     // the blocks: a stage's "blocks.<l>", tp::ParallelGPT's "<l>"
   const auto add_blocks = [&units](const Module& m) {

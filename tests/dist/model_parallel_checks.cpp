@@ -24,20 +24,24 @@ namespace {
 struct Trained {
   std::vector<double> losses;
   nn::StateDict model, optimizer;
-  int64_t gathered_units = 0;  // the most units (the root among them) gathered at once
+  int64_t gathered_units = 0;               // the most units (the root among them) gathered at once
+  double gathers = 0, reduce_scatters = 0;  // a step's, on average
   int64_t peak = 0, held = 0;  // the measured step's allocator peak above what was in use before; parameters held
 };
 
 // A GPT whose parameters and Adam state dominate its memory (the activations of a batch of 2
 // short windows are small beside them), split `pipeline` x `tensor` over 4 ranks (2 replicas).
-Trained train(dist::ProcessGroup& pg, Device dev, int pipeline, int tensor, bool zero3, const nn::StateDict* start) {
+enum class Mode { replicated, sharded, sharded_kept };  // all-reduce; ZeRO-3; ZeRO-3 gathered once a step
+
+Trained train(dist::ProcessGroup& pg, Device dev, int pipeline, int tensor, Mode mode, const nn::StateDict* start) {
   const nn::GPTConfig cfg{32, 8, 16, 4, 64, 0.0};         // 8 blocks a stage: 1 gathered (2 with a prefetch) of 8
   const int64_t before = memory_stats(dev).in_use_bytes;  // the earlier runs' checkpoints, on the CPU
   std::shared_ptr<dist::ProcessGroup> world(&pg, [](dist::ProcessGroup*) {});
   nn::OptimOptions o;
   o.lr = 3e-3, o.weight_decay = 0.1;
   nn::GPTParallelOptions po;
-  po.pipeline = pipeline, po.tensor = tensor, po.micro_batches = 2, po.zero3 = zero3, po.optimizer = o;
+  po.pipeline = pipeline, po.tensor = tensor, po.micro_batches = 2, po.zero3 = mode != Mode::replicated, po.optimizer = o;
+  po.zero3_reshard_after_use = mode != Mode::sharded_kept;
   std::unique_ptr<nn::GPTModelParallel> mp;
   {
     manual_seed(21);
@@ -62,7 +66,11 @@ Trained train(dist::ProcessGroup& pg, Device dev, int pipeline, int tensor, bool
     opt->step();
     if (step == 2) out.peak = memory_stats(dev).peak_in_use_bytes - before;
   }
-  if (mp->fully_sharded()) out.gathered_units = mp->fully_sharded()->stats().peak_gathered_units;
+  if (const nn::FullyShardedDataParallel* f = mp->fully_sharded()) {
+    out.gathered_units = f->stats().peak_gathered_units;
+    out.gathers = static_cast<double>(f->stats().all_gathers) / 6,
+    out.reduce_scatters = static_cast<double>(f->stats().reduce_scatters) / 6;
+  }
   out.model = mp->full_state_dict();
   out.optimizer = mp->optimizer_state_dict(*opt);
   return out;
@@ -90,15 +98,16 @@ void check_model_parallel_zero3(dist::ProcessGroup& pg, Device dev) {
   expect(pg.world_size() == 4, "ZeRO-3 with model parallelism runs on 4 ranks (2 parts x 2 replicas)");
   if (pg.world_size() != 4) return;
   for (const auto& [pipeline, tensor] : {std::pair{2, 1}, std::pair{1, 2}}) {
-    const Trained plain = train(pg, dev, pipeline, tensor, false, nullptr);
-    const Trained sharded = train(pg, dev, pipeline, tensor, true, nullptr);
+    const Trained plain = train(pg, dev, pipeline, tensor, Mode::replicated, nullptr);
+    const Trained sharded = train(pg, dev, pipeline, tensor, Mode::sharded, nullptr);
+    const Trained kept = train(pg, dev, pipeline, tensor, Mode::sharded_kept, nullptr);
     const double loss_diff = worst_relative(sharded.losses, plain.losses);
     const double model_diff = worst_state_difference(sharded.model, plain.model);
     const double optim_diff = worst_state_difference(sharded.optimizer, plain.optimizer);
     // Each mode resumes from the other's checkpoint: the same next steps.
     const nn::StateDict from_plain[2] = {plain.model, plain.optimizer}, from_sharded[2] = {sharded.model, sharded.optimizer};
-    const Trained sharded_resumed = train(pg, dev, pipeline, tensor, true, from_plain);
-    const Trained plain_resumed = train(pg, dev, pipeline, tensor, false, from_sharded);
+    const Trained sharded_resumed = train(pg, dev, pipeline, tensor, Mode::sharded, from_plain);
+    const Trained plain_resumed = train(pg, dev, pipeline, tensor, Mode::replicated, from_sharded);
     const double resume_diff = worst_relative(sharded_resumed.losses, plain_resumed.losses);
     const double ratio = static_cast<double>(sharded.peak) / static_cast<double>(plain.peak);
     std::printf(
@@ -115,6 +124,18 @@ void check_model_parallel_zero3(dist::ProcessGroup& pg, Device dev) {
     expect(static_cast<double>(sharded.held) < 0.51 * static_cast<double>(plain.held),
            "each rank holds half its part's parameters (and their optimizer state)");
     expect(ratio < 0.6, "ZeRO-3's step peak at 2 replicas stays under 0.6x the replicated run's");
+    // Kept gathered through the step: the same numbers for fewer collectives (2 micro-batches a
+    // step under the pipeline: each block gathered for 2 forwards and 2 backwards, or once).
+    const double kept_diff = worst_relative(kept.losses, plain.losses);
+    std::printf(
+        "rank %d: kept gathered: losses %.2e; a step's all-gathers %.1f vs %.1f, reduce-scatters %.1f vs %.1f; step peak %.3f MiB "
+        "(%.2fx the replicated run's)\n",
+        pg.rank(), kept_diff, kept.gathers, sharded.gathers, kept.reduce_scatters, sharded.reduce_scatters, kept.peak / 1048576.0,
+        static_cast<double>(kept.peak) / static_cast<double>(plain.peak));
+    expect(kept_diff < 1e-5, "ZeRO-3 kept gathered follows the replicated run");
+    expect(kept.gathers < sharded.gathers && kept.reduce_scatters <= sharded.reduce_scatters,
+           "keeping blocks gathered through the step issues fewer collectives");
+    if (pipeline > 1) expect(kept.reduce_scatters < sharded.reduce_scatters, "one reduce-scatter per block a step, not per micro-batch");
   }
 }
 

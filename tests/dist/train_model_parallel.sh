@@ -31,6 +31,7 @@ run pp-tp "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --tensor-parall
 run ddp "$mpiexec" -n 2 "$tessera" "${common[@]}" --distributed
 run pp-dp "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --micro-batches 2
 run pp-zero "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --micro-batches 2 --zero 3
+run pp-zero-kept "$mpiexec" -n 4 "$tessera" "${common[@]}" --pipeline 2 --micro-batches 4 --zero 3 --zero-keep-gathered
 run tp-zero "$mpiexec" -n 4 "$tessera" "${common[@]}" --tensor-parallel 2 --zero 3
 run pp-tp-zero "$mpiexec" -n 8 "$tessera" "${common[@]}" --pipeline 2 --tensor-parallel 2 --micro-batches 2 --zero 3
 # The interleaved schedule: 4 blocks as 2 stages x 2 chunks (virtual stages 0, 2 on rank 0; 1, 3 on rank 1).
@@ -52,12 +53,12 @@ grep -q "data parallel: the 2 replicas' parameters bitwise equal" "$dir/pp-dp.lo
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
-r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-local", "pp", "tp", "pp-tp", "ddp", "pp-dp", "pp-zero", "tp-zero",
+r = {n: json.load(open(f"{d}/{n}.json")) for n in ("single", "pp-local", "pp", "tp", "pp-tp", "ddp", "pp-dp", "pp-zero", "pp-zero-kept", "tp-zero",
                                                    "pp-tp-zero", "single4", "ddp4", "pp-int", "pp-int-tp-zero")}
 def worst(a, b):
     assert len(r[a]["step_losses"]) == len(r[b]["step_losses"]) == 30
     return max(abs(x - y) / x for x, y in zip(r[a]["step_losses"], r[b]["step_losses"]))
-for name, ref in (("pp-local", "single"), ("pp", "single"), ("tp", "single"), ("pp-tp", "single"), ("pp-dp", "ddp"), ("pp-zero", "ddp"),
+for name, ref in (("pp-local", "single"), ("pp", "single"), ("tp", "single"), ("pp-tp", "single"), ("pp-dp", "ddp"), ("pp-zero", "ddp"), ("pp-zero-kept", "ddp"),
                   ("tp-zero", "ddp"), ("pp-tp-zero", "ddp"), ("pp-int", "single4"), ("pp-int-tp-zero", "ddp4")):
     w = worst(name, ref)
     print(f"{name:14s} vs {ref:7s}: worst relative step-loss difference over 30 steps {w:.2e}; val loss {r[name]['val_loss']:.4f} vs {r[ref]['val_loss']:.4f}")

@@ -27,6 +27,13 @@ struct FsdpOptions {
    *  matrices only): each unit keeps one flat shard per group, and param_groups() hands the
    *  optimizer the shards with each group's options. Empty: one group of every parameter. */
   std::vector<ParamGroup> param_groups;
+  /** false: a unit, once gathered, stays gathered and its gradients accumulate unsharded until
+   *  finish_gradient_sync(), which reduce-scatters each unit once (torch FSDP's
+   *  reshard_after_forward=False with the gradient sync deferred). A pipeline stage runs its units
+   *  once per micro-batch: resharding after each use costs each unit 2M all-gathers and M
+   *  reduce-scatters a step, keeping costs 1 and 1, at the memory of the module's whole parameters
+   *  and gradients during the step (parameters and optimizer state stay sharded between steps). */
+  bool reshard_after_use = true;
   /** Parameters of the root unit each given a flat of its own (its first element at offset 0), so
    *  that two wrappers holding one weight shard it alike: a pipeline's tied token embedding on its
    *  first and last stage, each stage sharded over its own data-parallel group, sums the two

@@ -86,6 +86,9 @@ struct GPTParallelOptions {
    *  each rank keeps 1/data of its stage's (and tensor-parallel shard's) parameters, gradients
    *  and optimizer state, each block gathered for its forward and backward. */
   bool zero3 = false;
+  /** With zero3: FsdpOptions::reshard_after_use, false to gather each block once a step (not per
+   *  micro-batch) at the memory of the stage's whole parameters and gradients during the step. */
+  bool zero3_reshard_after_use = true;
   /** The optimizer's options for param_groups() (its learning rate and weight decay). */
   OptimOptions optimizer;
 };
@@ -148,7 +151,7 @@ class GPTModelParallel final : public ModelParallel {
   /** The whole parameter `i` (or a state shaped like it), each rank adding the parts it owns. */
   Tensor gather_whole(size_t i, const Tensor& mine, DType dtype);
   /** Under zero3: local_module() sharded over the data-parallel group (its blocks the units). */
-  void shard_over_replicas(const OptimOptions& options, const std::string& tied_name);
+  void shard_over_replicas(const GPTParallelOptions& options, const std::string& tied_name);
   RankLayout layout_;
   std::vector<WholeParameter> whole_;
   std::vector<LocalParameter> local_params_;
