@@ -184,41 +184,51 @@ TEST_CASE("a GPT fully sharded over one rank trains exactly as the plain GPT") {
   CHECK(max_abs_diff(fsdp.forward(x), plain->forward(x)) == 0.0);
 }
 
-TEST_CASE("a fully sharded MLP accumulates gradients over two backward passes as the plain MLP does") {
+TEST_CASE("a fully sharded MLP accumulates gradients over two backward passes as the plain MLP does, resharded or kept gathered") {
   const auto make = [] {
     manual_seed(12);
     return std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(6, 16, true, Placement{DType::f32, device()}),
                                                                std::make_shared<Tanh>(),
                                                                std::make_shared<Linear>(16, 3, true, Placement{DType::f32, device()})});
   };
-  auto plain = make(), sharded = make();
-  SoloGroup group;
-  FullyShardedDataParallel fsdp(sharded, group, default_fsdp_units(*sharded));
-  CHECK(fsdp.unit_count() == 3);  // the root (no parameters of its own) and the two Linear layers
-  OptimOptions o;
-  o.lr = 0.1;
-  o.momentum = 0.9;
-  SGD plain_opt(plain->parameters(), o), opt(fsdp.parameters(), o);
-  manual_seed(2);
-  const Tensor x = randn({8, 6}, DType::f32, device()), y = randint(0, 3, {8}, DType::i64, device());
-  for (int step = 0; step < 3; ++step) {
-    plain_opt.zero_grad(), opt.zero_grad();
-    for (int half = 0; half < 2; ++half) {  // two micro-batches, one optimizer step
-      cross_entropy(plain->forward(x.narrow(0, 4 * half, 4)), y.narrow(0, 4 * half, 4)).backward();
-      cross_entropy(fsdp.forward(x.narrow(0, 4 * half, 4)), y.narrow(0, 4 * half, 4)).backward();
+  for (bool reshard : {true, false}) {
+    CAPTURE(reshard);
+    auto plain = make(), sharded = make();
+    SoloGroup group;
+    FsdpOptions fo;
+    fo.reshard_after_use = reshard;  // false: each layer gathered once a step and reduced once, at the end
+    FullyShardedDataParallel fsdp(sharded, group, default_fsdp_units(*sharded), fo);
+    CHECK(fsdp.unit_count() == 3);  // the root (no parameters of its own) and the two Linear layers
+    OptimOptions o;
+    o.lr = 0.1;
+    o.momentum = 0.9;
+    SGD plain_opt(plain->parameters(), o), opt(fsdp.parameters(), o);
+    manual_seed(2);
+    const Tensor x = randn({8, 6}, DType::f32, device()), y = randint(0, 3, {8}, DType::i64, device());
+    for (int step = 0; step < 3; ++step) {
+      plain_opt.zero_grad(), opt.zero_grad();
+      for (int half = 0; half < 2; ++half) {  // two micro-batches, one optimizer step
+        cross_entropy(plain->forward(x.narrow(0, 4 * half, 4)), y.narrow(0, 4 * half, 4)).backward();
+        cross_entropy(fsdp.forward(x.narrow(0, 4 * half, 4)), y.narrow(0, 4 * half, 4)).backward();
+      }
+      fsdp.finish_gradient_sync();
+      plain_opt.step(), opt.step();
+      if (step == 0) {  // a step of two micro-batches: two forwards and two backwards through each layer
+        CHECK(fsdp.stats().all_gathers == (reshard ? 8 : 2));
+        CHECK(fsdp.stats().reduce_scatters == (reshard ? 4 : 2));
+        if (!reshard) CHECK(fsdp.stats().peak_gathered_units == 2);  // both layers at once, through the step
+      }
     }
-    fsdp.finish_gradient_sync();
-    plain_opt.step(), opt.step();
-  }
-  const StateDict full = fsdp.full_state_dict();
-  for (const auto& [name, t] : plain->state_dict()) CHECK_MESSAGE(max_abs_diff(t, full.at(name)) < 1e-6, name);
-  {
-    const auto gathered = fsdp.summon_full_params();  // the bare model runs while the guard lives
+    const StateDict full = fsdp.full_state_dict();
+    for (const auto& [name, t] : plain->state_dict()) CHECK_MESSAGE(max_abs_diff(t, full.at(name)) < 1e-6, name);
+    {
+      const auto gathered = fsdp.summon_full_params();  // the bare model runs while the guard lives
+      CHECK(max_abs_diff(sharded->forward(x), plain->forward(x)) < 1e-6);
+    }
+    // Every parameter is in a layer unit (the root holds none), so even a bare call gathers what it
+    // reads through the layers' hooks.
     CHECK(max_abs_diff(sharded->forward(x), plain->forward(x)) < 1e-6);
   }
-  // Every parameter is in a layer unit (the root holds none), so even a bare call gathers what it
-  // reads through the layers' hooks.
-  CHECK(max_abs_diff(sharded->forward(x), plain->forward(x)) < 1e-6);
 }
 
 TEST_CASE("fully sharded units are checked") {
