@@ -139,7 +139,7 @@ GPTModelParallel::GPTModelParallel(const GPT& whole, std::shared_ptr<dist::Proce
 
 void GPTModelParallel::shard_over_replicas(const GPTParallelOptions& options, const std::string& tied_name) {
   FsdpOptions fo;
-  fo.param_groups = weight_decay_groups(*local_, options.optimizer);
+  fo.param_groups = local_groups_;
   fo.reshard_after_use = options.zero3_reshard_after_use;
   fo.broadcast_parameters = false;  // every replica split the same whole GPT
   std::vector<ModulePtr> units;     // the blocks: a stage's "blocks.<l>", tp::ParallelGPT's "<l>"
