@@ -62,6 +62,15 @@ Tensor activation_buffer(dist::ProcessGroup& g, int src, Device dev, const std::
   return shaped_by(h, dev);
 }
 
+// A boundary activation to stage `dst`, its header first (for receive_activation); both stay in
+// `sent` until their sends in `sends` complete.
+void send_activation(dist::ProcessGroup& g, const Tensor& y, int dst, std::vector<Tensor>& sent,
+                     std::vector<std::unique_ptr<dist::Work>>& sends) {
+  sent.push_back(header_of(y)), sent.push_back(y.contiguous());
+  sends.push_back(g.send(sent[sent.size() - 2], dst, kHeader));
+  sends.push_back(g.send(sent.back(), dst, kActivation));
+}
+
 // A boundary activation from stage `src`: its header, then the tensor.
 Tensor receive_activation(dist::ProcessGroup& g, int src, Device dev, const std::function<void(dist::Work&)>& wait) {
   Tensor x = activation_buffer(g, src, dev, wait);
@@ -241,9 +250,7 @@ void Pipeline::learn_boundary_shapes(const Tensor& micro_input) {
     const Tensor y = stages_[c]->forward(x);
     chunk_in_[c] = {x.shape(), x.dtype()}, chunk_out_[c] = {y.shape(), y.dtype()};
     if (vs == last) continue;
-    sent.push_back(header_of(y)), sent.push_back(y.contiguous());
-    sends.push_back(g.send(sent[sent.size() - 2], next, kHeader));
-    sends.push_back(g.send(sent.back(), next, kActivation));
+    send_activation(g, y, next, sent, sends);
   }
   for (auto& w : sends) w->wait();
   boundary_key_ = key;
@@ -402,9 +409,7 @@ double Pipeline::evaluate(const Tensor& input, const Tensor& target, const Pipel
       if (vs == last) {
         total += loss(y, targets[i].to(dev)).item<double>();
       } else {
-        sent.push_back(header_of(y)), sent.push_back(y.contiguous());
-        sends.push_back(g.send(sent[sent.size() - 2], next, kHeader));
-        sends.push_back(g.send(sent.back(), next, kActivation));
+        send_activation(g, y, next, sent, sends);
       }
     }
   }
